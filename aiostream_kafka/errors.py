@@ -1,0 +1,78 @@
+"""The exception hierarchy of aiostream_kafka.
+
+Every error the library raises is a :class:`KafkaError`. Errors that the broker reports
+by error code are subclasses generated from Kafka's error table (see
+``aiostream_kafka.protocol.error_codes``); the others describe local conditions:
+
+* :class:`ProtocolError` -- bytes from the wire that do not decode;
+* :class:`CorruptRecordError` -- a record batch whose CRC or framing is wrong;
+* :class:`NetworkError` -- a connection that could not be made or was lost (retriable);
+* :class:`KafkaTimeoutError` -- an operation that did not finish within its timeout;
+* :class:`ConfigError` -- a configuration value that is invalid, raised before any I/O;
+* :class:`BrokerUnavailableError` -- the test harness could not provide a broker.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base class of every error raised by aiostream_kafka.
+
+    ``retriable`` tells whether repeating the same operation may succeed.
+    ``error_code`` is Kafka's numeric error code when the broker reported the error,
+    else ``None``.
+    """
+
+    retriable: bool = False
+    error_code: int | None = None
+
+
+class ProtocolError(KafkaError):
+    """Bytes received from the wire do not form a valid Kafka message."""
+
+
+class CorruptRecordError(ProtocolError):
+    """A record batch failed its CRC check or is malformed (Kafka's CORRUPT_MESSAGE)."""
+
+    retriable = True
+    error_code = 2
+
+
+class NetworkError(KafkaError):
+    """A connection to a broker could not be made or was lost; the request may be retried."""
+
+    retriable = True
+    error_code = 13
+
+
+class KafkaTimeoutError(KafkaError):
+    """An operation did not complete within its configured timeout."""
+
+    retriable = True
+    error_code = 7
+
+
+class ConfigError(KafkaError, ValueError):
+    """A configuration value is invalid. Raised before any network I/O."""
+
+
+class UnsupportedVersionError(KafkaError):
+    """The client and the broker share no version of an API (Kafka's UNSUPPORTED_VERSION)."""
+
+    error_code = 35
+
+
+class BrokerUnavailableError(KafkaError):
+    """The test harness could not provide a Kafka broker (missing Java/Maven, failed start)."""
+
+
+__all__ = [
+    "BrokerUnavailableError",
+    "ConfigError",
+    "CorruptRecordError",
+    "KafkaError",
+    "KafkaTimeoutError",
+    "NetworkError",
+    "ProtocolError",
+    "UnsupportedVersionError",
+]
