@@ -1,0 +1,60 @@
+"""Plain data types shared by the producer, the consumer and the admin client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, NamedTuple
+
+
+class TopicPartition(NamedTuple):
+    """A partition of a topic: ``TopicPartition("orders", 3)``."""
+
+    topic: str
+    partition: int
+
+
+class TimestampType(IntEnum):
+    """Which clock a record's timestamp comes from (record batch attribute bit 3)."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(slots=True)
+class Record:
+    """One record as delivered to a consumer.
+
+    ``key`` and ``value`` are ``bytes`` (or ``None``) unless a deserializer turned them into
+    something else; ``headers`` is a list of ``(name, value)`` pairs in wire order.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    timestamp_type: TimestampType
+    key: Any
+    value: Any
+    headers: list[Header]
+    leader_epoch: int | None
+
+
+@dataclass(slots=True, frozen=True)
+class RecordMetadata:
+    """Where an acknowledged record was written.
+
+    ``offset`` is -1 when the producer ran with ``acks=0``. ``timestamp_ms`` is the broker's
+    log-append time when the topic uses LogAppendTime, else the record's create time.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+__all__ = ["Header", "Record", "RecordMetadata", "TimestampType", "TopicPartition"]
