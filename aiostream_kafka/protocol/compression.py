@@ -1,0 +1,381 @@
+"""Compression codecs of Kafka record batches, with a bound on decompressed size.
+
+Sans-IO: bytes in, bytes out. The codec of a batch is bits 0-2 of its attributes
+(:class:`CompressionType`); the records section after the record count is compressed as
+one stream.
+
+Wire formats, as the Java client writes and reads them:
+
+* ``GZIP``: a gzip member (RFC 1952), as ``java.util.zip.GZIPOutputStream`` writes; several
+  concatenated members are read, like ``GZIPInputStream`` does.
+* ``SNAPPY``: Java wraps the records in xerial's ``SnappyOutputStream``, i.e. the header
+  ``\\x82SNAPPY\\x00`` + int32 version + int32 compatible version, then blocks of
+  int32 big-endian length + raw snappy. librdkafka writes plain raw snappy. We read both
+  (xerial's ``SnappyInputStream`` also falls back to raw input) and write the xerial
+  framing by default so Java, librdkafka and older clients all decode our batches.
+  Snappy needs the optional ``cramjam`` package (``pip install aiostream-kafka[snappy]``).
+* ``LZ4``: the standard LZ4 frame format (KAFKA-3160 fixed the header checksum for magic
+  1+). Java's ``Lz4BlockInputStream`` decodes every block on its own, so we write
+  independent 64 KiB blocks without content size, like ``Lz4BlockOutputStream``.
+* ``ZSTD``: zstd frames (KIP-110), several concatenated frames accepted on read.
+
+Bounded memory: :func:`decompress` never produces more than ``max_decompressed_bytes``
+(plus one codec-sized step), however the compressed input lies about its content size;
+going over raises :class:`DecompressionLimitError`. Corrupt input raises
+:class:`~aiostream_kafka.errors.CorruptRecordError`; no codec library exception escapes.
+"""
+
+from __future__ import annotations
+
+import zlib
+from enum import IntEnum
+from types import ModuleType
+from typing import Any, Final
+
+from aiostream_kafka.errors import ConfigError, CorruptRecordError, ProtocolError
+
+DEFAULT_MAX_DECOMPRESSED_BYTES: Final = 64 * 1024 * 1024
+"""Default bound on the decompressed size of one record batch (64 MiB).
+
+Kafka's default ``max.partition.fetch.bytes`` is 1 MiB of *compressed* data; real batches
+rarely exceed a 10x ratio, so this leaves a wide margin while capping what one hostile
+or corrupt batch can make the consumer allocate."""
+
+_Buffer = bytes | bytearray | memoryview
+
+
+class CompressionType(IntEnum):
+    """Codec of a record batch: bits 0-2 of the batch attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class CompressionUnavailableError(ConfigError):
+    """The library a codec needs is not installed; the message names the pip command."""
+
+
+class DecompressionLimitError(ProtocolError):
+    """A compressed batch inflates beyond ``max_decompressed_bytes``.
+
+    Not retriable: fetching the same batch again gives the same bytes. Either the batch is
+    hostile (a decompression bomb) or the consumer's bound is too small for the data.
+    """
+
+
+# What to install when a codec's library is missing.
+_INSTALL_HINT: Final = {
+    CompressionType.SNAPPY: ("cramjam", "pip install aiostream-kafka[snappy]"),
+    CompressionType.LZ4: ("lz4", "pip install lz4 (a dependency of aiostream-kafka)"),
+    CompressionType.ZSTD: ("zstandard", "pip install zstandard (a dependency of aiostream-kafka)"),
+}
+
+_modules: dict[CompressionType, ModuleType] = {}
+
+
+def _module(codec: CompressionType) -> Any:
+    """Import (once) and return the library behind ``codec``."""
+    mod = _modules.get(codec)
+    if mod is not None:
+        return mod
+    name, hint = _INSTALL_HINT[codec]
+    try:
+        if codec is CompressionType.SNAPPY:
+            import cramjam
+
+            mod = cramjam
+        elif codec is CompressionType.LZ4:
+            import lz4.frame
+
+            mod = lz4.frame
+        else:
+            import zstandard
+
+            mod = zstandard
+    except ImportError as exc:
+        raise CompressionUnavailableError(
+            f"{codec.name.lower()} compression needs the {name!r} package: {hint}"
+        ) from exc
+    _modules[codec] = mod
+    return mod
+
+
+def _codec(compression: int) -> CompressionType:
+    try:
+        return CompressionType(compression)
+    except ValueError:
+        raise CorruptRecordError(f"unknown compression codec id {compression}") from None
+
+
+def is_available(compression: CompressionType | int) -> bool:
+    """Return whether the library for ``compression`` can be imported."""
+    try:
+        ensure_available(compression)
+    except CompressionUnavailableError:
+        return False
+    return True
+
+
+def ensure_available(compression: CompressionType | int) -> None:
+    """Raise :class:`CompressionUnavailableError` if ``compression`` cannot be used here.
+
+    Producers call this while validating their configuration, before any I/O.
+    Raises ``ConfigError`` for an unknown codec id.
+    """
+    try:
+        codec = CompressionType(compression)
+    except ValueError:
+        raise ConfigError(f"unknown compression type {compression!r}") from None
+    if codec in _INSTALL_HINT:
+        _module(codec)
+
+
+# ---------------------------------------------------------------------------------------
+# compression
+
+_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER: Final = _XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"  # version 1, compat 1
+_XERIAL_BLOCK: Final = 32 * 1024  # Java's default snappy block size in Kafka
+
+
+def compress(
+    compression: CompressionType | int,
+    data: _Buffer,
+    *,
+    level: int | None = None,
+    snappy_xerial_framing: bool = True,
+) -> bytes:
+    """Compress ``data`` for a record batch and return the compressed bytes.
+
+    ``level`` is the codec's level (gzip 0-9, default 6; lz4 frame 0-16, default 0 = fast;
+    zstd 1-22, default 3 like Kafka); it is ignored for snappy. ``snappy_xerial_framing``
+    selects the xerial framing Java writes (default) or raw snappy as librdkafka writes.
+
+    Raises :class:`CompressionUnavailableError` when the codec's library is missing and
+    ``ConfigError`` for an unknown codec.
+    """
+    try:
+        codec = CompressionType(compression)
+    except ValueError:
+        raise ConfigError(f"unknown compression type {compression!r}") from None
+    if codec is CompressionType.NONE:
+        return bytes(data)
+    if codec is CompressionType.GZIP:
+        # wbits=31: gzip container, as GZIPOutputStream writes.
+        return zlib.compress(data, -1 if level is None else level, wbits=31)
+    if codec is CompressionType.LZ4:
+        lz4f = _module(codec)
+        out: bytes = lz4f.compress(
+            data,
+            compression_level=0 if level is None else level,
+            block_size=lz4f.BLOCKSIZE_MAX64KB,
+            block_linked=False,  # Java decodes each block independently
+            content_checksum=False,
+            store_size=False,
+        )
+        return out
+    if codec is CompressionType.ZSTD:
+        zstd = _module(codec)
+        return bytes(zstd.ZstdCompressor(level=3 if level is None else level).compress(data))
+    snappy = _module(codec).snappy
+    if not snappy_xerial_framing:
+        return bytes(snappy.compress_raw(data))
+    view = memoryview(data).cast("B")
+    parts = [_XERIAL_HEADER]
+    for start in range(0, len(view), _XERIAL_BLOCK):
+        block = bytes(snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
+        parts.append(len(block).to_bytes(4, "big"))
+        parts.append(block)
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# bounded decompression
+
+
+def _over_limit(codec: str, limit: int) -> DecompressionLimitError:
+    return DecompressionLimitError(
+        f"{codec} batch decompresses to more than max_decompressed_bytes={limit}"
+    )
+
+
+def decompress(
+    compression: CompressionType | int,
+    data: _Buffer,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> bytes:
+    """Decompress a record batch's records section and return the bytes.
+
+    Output beyond ``max_decompressed_bytes`` is never produced: the codecs are driven in
+    bounded steps and :class:`DecompressionLimitError` is raised as soon as the limit is
+    passed. Malformed or truncated input raises ``CorruptRecordError``; an unknown codec
+    id raises ``CorruptRecordError`` (it came from the wire); a missing optional library
+    raises :class:`CompressionUnavailableError`.
+    """
+    codec = _codec(compression)
+    if codec is CompressionType.NONE:
+        if len(data) > max_decompressed_bytes:
+            raise _over_limit("uncompressed", max_decompressed_bytes)
+        return bytes(data)
+    if codec is CompressionType.GZIP:
+        return _gunzip(data, max_decompressed_bytes)
+    mod = _module(codec)
+    try:
+        if codec is CompressionType.LZ4:
+            return _lz4_decompress(mod, data, max_decompressed_bytes)
+        if codec is CompressionType.ZSTD:
+            return _zstd_decompress(mod, data, max_decompressed_bytes)
+        return _snappy_decompress(mod.snappy, data, max_decompressed_bytes)
+    except ProtocolError:
+        raise
+    except MemoryError:
+        # Cannot happen with bounded steps; kept so no allocation failure leaks as such.
+        raise _over_limit(codec.name.lower(), max_decompressed_bytes) from None
+    except Exception as exc:  # the codec libraries raise RuntimeError, ZstdError, ...
+        raise CorruptRecordError(f"corrupt {codec.name.lower()} data: {exc}") from exc
+
+
+def _gunzip(data: _Buffer, limit: int) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    tail: bytes | _Buffer = data
+    try:
+        while True:
+            # wbits=47 = 32 + 15: accept a gzip or a zlib header.
+            dec = zlib.decompressobj(47)
+            while not dec.eof:
+                chunk = dec.decompress(tail, limit - total + 1)
+                total += len(chunk)
+                if total > limit:
+                    raise _over_limit("gzip", limit)
+                parts.append(chunk)
+                new_tail = dec.unconsumed_tail
+                if not chunk and len(new_tail) >= len(tail):
+                    raise CorruptRecordError("truncated gzip data")
+                tail = new_tail
+            tail = dec.unused_data
+            # Another member follows only if it starts with the gzip magic; like
+            # GZIPInputStream, trailing bytes that are not a member are ignored.
+            if not tail.startswith(b"\x1f\x8b"):
+                break
+    except zlib.error as exc:
+        raise CorruptRecordError(f"corrupt gzip data: {exc}") from None
+    return b"".join(parts)
+
+
+_STEP: Final = 1024 * 1024  # output produced per codec call at most (lz4)
+
+
+def _lz4_decompress(lz4f: Any, data: _Buffer, limit: int) -> bytes:
+    parts: list[bytes] = []
+    total = 0
+    pending: _Buffer = data
+    while True:
+        dec = lz4f.LZ4FrameDecompressor()
+        chunk: bytes = dec.decompress(pending, max_length=min(limit - total + 1, _STEP))
+        while True:
+            total += len(chunk)
+            if total > limit:
+                raise _over_limit("lz4", limit)
+            parts.append(chunk)
+            if dec.eof:
+                break
+            if dec.needs_input:
+                raise CorruptRecordError("truncated lz4 frame")
+            chunk = dec.decompress(b"", max_length=min(limit - total + 1, _STEP))
+        pending = dec.unused_data
+        if not pending:
+            break
+    return b"".join(parts)
+
+
+# A zstd block of at least 4 input bytes (3-byte header + 1) regenerates at most 128 KiB,
+# so N input bytes inflate to at most N * 32768 bytes. Feeding the (unbounded-output)
+# decompressobj input slices sized from the remaining budget bounds memory.
+_ZSTD_MAX_RATIO: Final = 32768
+_ZSTD_MIN_FEED: Final = 256
+
+
+def _zstd_decompress(zstd: Any, data: _Buffer, limit: int) -> bytes:
+    dctx = zstd.ZstdDecompressor(max_window_size=1 << 27)  # zstd's own default cap
+    view = memoryview(data).cast("B")
+    size = len(view)
+    parts: list[bytes] = []
+    total = 0
+    pos = 0
+    while pos < size:
+        dec = dctx.decompressobj()
+        while not dec.eof:
+            if pos >= size:
+                raise CorruptRecordError("truncated zstd frame")
+            feed = max(_ZSTD_MIN_FEED, (limit - total) // _ZSTD_MAX_RATIO)
+            piece = view[pos : pos + feed]
+            pos += len(piece)
+            chunk: bytes = dec.decompress(piece)
+            total += len(chunk)
+            if total > limit:
+                raise _over_limit("zstd", limit)
+            parts.append(chunk)
+        # Bytes fed past the end of this frame belong to the next one.
+        pos -= len(dec.unused_data)
+    return b"".join(parts)
+
+
+def _raw_snappy_length(data: _Buffer, start: int, end: int) -> int:
+    """Return the uncompressed length preamble (unsigned varint) of a raw snappy block."""
+    result = 0
+    shift = 0
+    pos = start
+    while pos < end and shift <= 28:
+        b = data[pos]
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result
+        pos += 1
+        shift += 7
+    raise CorruptRecordError("bad snappy length preamble")
+
+
+def _snappy_block(snappy: Any, block: _Buffer, budget: int, limit: int) -> bytes:
+    # Raw snappy starts with its uncompressed length: refuse before allocating it.
+    if _raw_snappy_length(block, 0, len(block)) > budget:
+        raise _over_limit("snappy", limit)
+    return bytes(snappy.decompress_raw(block))
+
+
+def _snappy_decompress(snappy: Any, data: _Buffer, limit: int) -> bytes:
+    view = memoryview(data).cast("B")
+    if not (len(view) >= 16 and view[:8] == _XERIAL_MAGIC):
+        return _snappy_block(snappy, view, limit, limit)
+    parts: list[bytes] = []
+    total = 0
+    pos = 16
+    end = len(view)
+    while pos < end:
+        if pos + 4 > end:
+            raise CorruptRecordError("truncated xerial snappy block header")
+        length = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+        pos += 4
+        if length < 0 or pos + length > end:
+            raise CorruptRecordError("truncated xerial snappy block")
+        chunk = _snappy_block(snappy, view[pos : pos + length], limit - total, limit)
+        pos += length
+        total += len(chunk)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED_BYTES",
+    "CompressionType",
+    "CompressionUnavailableError",
+    "DecompressionLimitError",
+    "compress",
+    "decompress",
+    "ensure_available",
+    "is_available",
+]

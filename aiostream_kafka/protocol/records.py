@@ -1,0 +1,896 @@
+"""Kafka record batches (message format v2, "magic 2"), sans-IO.
+
+Layout of a batch (all integers big-endian; see Kafka's "Message Format" documentation)::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 = 2
+    crc uint32  -- CRC-32C of everything from attributes to the end of the batch
+    attributes int16  -- bits 0-2 codec, 3 timestamp type, 4 transactional, 5 control,
+                         6 hasDeleteHorizonMs (KIP-534)
+    lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64
+    producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32
+    records  -- compressed as one stream when the codec is not NONE
+
+and of a record (zig-zag varints)::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
+    keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value
+    headerCount varint | headers: keyLength varint, key (UTF-8), valueLength varint, value
+
+Writing: :class:`RecordBatchBuilder` encodes each record as it is appended (the producer's
+hot path) and frames, compresses and checksums them in :meth:`RecordBatchBuilder.build`.
+Producer id, epoch and sequence are known only when the sender drains the batch, and may
+change on retry after an epoch bump, so :meth:`~RecordBatchBuilder.build` keeps the
+compressed records and :func:`restamp_batch` re-stamps an already built batch, in both
+cases recomputing only the header and the CRC.
+
+Reading: :func:`iter_batches` walks the ``records`` bytes of a Fetch response partition,
+verifies each batch's CRC and stops silently at a truncated trailing batch (brokers cut
+responses at the fetch size limit). :meth:`RecordBatch.records` decodes a whole batch into
+:class:`~aiostream_kafka.structs.Record` objects in one tight loop; decompression is bounded
+by ``max_decompressed_bytes``. :meth:`RecordBatch.control_records` decodes transaction
+markers (KIP-98) for ``read_committed`` filtering.
+
+Legacy message sets (magic 0 and 1, Kafka < 0.11) are rejected, not decoded: a batch with
+such a magic raises :class:`UnsupportedMagicError` naming the magic and the offset.
+Rationale: Kafka 4 no longer writes or accepts them (KIP-724), every broker since 0.11
+writes v2, and old data on disk is the only source; supporting it would double the
+decoder for a case a Kafka 4 client is not expected to meet. The error says what to do
+(re-write the topic with a newer producer, or read it with an older client).
+
+Errors: any malformed input raises :class:`~aiostream_kafka.errors.ProtocolError` or its
+subclass :class:`~aiostream_kafka.errors.CorruptRecordError`, never ``IndexError``,
+``struct.error`` or ``UnicodeDecodeError``; no allocation is sized from an unchecked
+length field.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final
+
+from crc32c import crc32c
+
+from aiostream_kafka.errors import CorruptRecordError, ProtocolError
+from aiostream_kafka.protocol.compression import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    CompressionType,
+    compress,
+    decompress,
+)
+from aiostream_kafka.protocol.varint import (
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+)
+from aiostream_kafka.structs import Header, Record, TimestampType
+
+MAGIC: Final = 2
+NO_PRODUCER_ID: Final = -1
+NO_PRODUCER_EPOCH: Final = -1
+NO_SEQUENCE: Final = -1
+NO_PARTITION_LEADER_EPOCH: Final = -1
+NO_TIMESTAMP: Final = -1
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc | attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+_PREFIX: Final = struct.Struct(">qiibI")  # 21 bytes, not covered by the CRC
+_OFFSET_LENGTH: Final = struct.Struct(">qi")
+_CRC_COVERED: Final = struct.Struct(">hiqqqhii")  # 40 bytes, covered by the CRC
+HEADER_SIZE: Final = 61
+"""Size of a v2 batch header, i.e. of an empty batch."""
+_LOG_OVERHEAD: Final = 12  # baseOffset + batchLength, outside batchLength
+_MIN_BATCH_LENGTH: Final = HEADER_SIZE - _LOG_OVERHEAD  # 49
+_LEGACY_MIN_LENGTH: Final = 14  # smallest v0 message: crc, magic, attributes, key, value
+_MAGIC_AT: Final = 16
+_CRC_AT: Final = 17
+_ATTRIBUTES_AT: Final = 21
+_MIN_RECORD_SIZE: Final = 7  # length, attributes, ts delta, offset delta, key, value, headers
+
+_CODEC_MASK: Final = 0x07
+_TIMESTAMP_TYPE_BIT: Final = 0x08
+_TRANSACTIONAL_BIT: Final = 0x10
+_CONTROL_BIT: Final = 0x20
+_DELETE_HORIZON_BIT: Final = 0x40
+
+
+class UnsupportedMagicError(ProtocolError):
+    """A batch uses a message format this client does not read (legacy magic 0 or 1)."""
+
+
+class ControlRecordType(IntEnum):
+    """Type of a control record (KIP-98): the key's second int16."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+@dataclass(slots=True, frozen=True)
+class ControlRecord:
+    """A record of a control batch: a transaction marker or another broker-written marker.
+
+    ``type`` is a :class:`ControlRecordType` for ABORT/COMMIT, else the raw int (KRaft
+    writes other types). ``coordinator_epoch`` is set for ABORT/COMMIT markers only.
+    """
+
+    offset: int
+    timestamp_ms: int
+    version: int
+    type: ControlRecordType | int
+    coordinator_epoch: int | None
+
+
+# ---------------------------------------------------------------------------------------
+# varint helpers for the slow paths (the hot loops inline the 1- and 2-byte cases)
+
+# Zig-zag encodings of 0 .. 8191: every non-negative int that fits in 1 or 2 varint bytes.
+# A tuple lookup is several times faster than encoding, and covers the lengths and deltas
+# of typical records.
+_ZZ_LIMIT: Final = 8192
+_ZZ: Final[tuple[bytes, ...]] = tuple(encode_varint(i) for i in range(_ZZ_LIMIT))
+
+
+def _varint_bytes(value: int) -> bytes:
+    return _ZZ[value] if 0 <= value < _ZZ_LIMIT else encode_varint(value)
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    try:
+        return decode_varint(buf, pos)
+    except ProtocolError as exc:
+        raise CorruptRecordError(str(exc)) from None
+
+
+def _read_varlong(buf: bytes, pos: int) -> tuple[int, int]:
+    try:
+        return decode_varlong(buf, pos)
+    except ProtocolError as exc:
+        raise CorruptRecordError(str(exc)) from None
+
+
+def _read_length(buf: bytes, pos: int) -> tuple[int, int]:
+    """Read a nullable length: -1 for null, else >= 0."""
+    length, pos = _read_varint(buf, pos)
+    if length < -1:
+        raise CorruptRecordError(f"negative length {length}")
+    return length, pos
+
+
+# ---------------------------------------------------------------------------------------
+# writing
+
+
+def _encode_headers(headers: Sequence[tuple[str | bytes, bytes | bytearray | None]]) -> bytes:
+    parts = [_varint_bytes(len(headers))]
+    for name, value in headers:
+        raw = name.encode() if isinstance(name, str) else bytes(name)
+        parts.append(_varint_bytes(len(raw)))
+        parts.append(raw)
+        if value is None:
+            parts.append(b"\x01")
+        else:
+            parts.append(_varint_bytes(len(value)))
+            parts.append(bytes(value))
+    return b"".join(parts)
+
+
+def _record_size_upper_bound(
+    key: bytes | bytearray | memoryview | None,
+    value: bytes | bytearray | memoryview | None,
+    headers: Sequence[tuple[str | bytes, bytes | bytearray | None]] | None,
+) -> int:
+    # length 5 + attributes 1 + timestampDelta 10 + offsetDelta 5 + keyLength 5
+    # + valueLength 5 + headerCount 5 = 36 bytes of worst-case framing.
+    size = 36
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    if headers:
+        for name, hvalue in headers:
+            size += 10 + len(name) * (4 if isinstance(name, str) else 1)
+            if hvalue is not None:
+                size += len(hvalue)
+    return size
+
+
+class RecordBatchBuilder:
+    """Accumulates records into a v2 record batch; the producer's open batch.
+
+    ``append`` encodes the record immediately, so :attr:`size_in_bytes` is the exact size
+    of the uncompressed batch built so far; a producer closes the batch once
+    :meth:`has_room_for` says no (Java's ``batch.size`` semantics: the first record is
+    always accepted, whatever its size).
+
+    Timestamps: the first record's timestamp is the batch's base timestamp; deltas may be
+    negative. ``timestamp_type`` LOG_APPEND_TIME is only meaningful for brokers and tests.
+    """
+
+    __slots__ = ("_base_ts", "_batch_size", "_buf", "_cache", "_count", "_max_ts",
+                 "_timestamp_type")
+
+    def __init__(
+        self,
+        batch_size: int = 16384,
+        *,
+        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    ) -> None:
+        self._batch_size = batch_size
+        self._timestamp_type = timestamp_type
+        self._buf = bytearray()
+        self._count = 0
+        self._base_ts = NO_TIMESTAMP
+        self._max_ts = NO_TIMESTAMP
+        # (codec, level) -> compressed records, valid until the next append
+        self._cache: dict[tuple[int, int | None], bytes] = {}
+
+    @property
+    def record_count(self) -> int:
+        """Number of records appended."""
+        return self._count
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Exact size of the batch if built now without compression."""
+        return HEADER_SIZE + len(self._buf)
+
+    @property
+    def base_timestamp(self) -> int:
+        """Timestamp of the first record, or -1 when empty."""
+        return self._base_ts
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest record timestamp, or -1 when empty."""
+        return self._max_ts
+
+    @property
+    def batch_size(self) -> int:
+        """The size bound in bytes given at construction."""
+        return self._batch_size
+
+    def is_full(self) -> bool:
+        """Return whether the batch has reached ``batch_size`` bytes."""
+        return HEADER_SIZE + len(self._buf) >= self._batch_size
+
+    def has_room_for(
+        self,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: Sequence[tuple[str | bytes, bytes | bytearray | None]] | None = None,
+    ) -> bool:
+        """Return whether a record fits within ``batch_size`` (always true when empty)."""
+        if not self._count:
+            return True
+        size = HEADER_SIZE + len(self._buf) + _record_size_upper_bound(key, value, headers)
+        return size <= self._batch_size
+
+    def append(
+        self,
+        key: bytes | bytearray | memoryview | None,
+        value: bytes | bytearray | memoryview | None,
+        headers: Sequence[tuple[str | bytes, bytes | bytearray | None]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> int:
+        """Encode a record at the end of the batch and return its offset delta.
+
+        ``timestamp_ms`` defaults to the current wall-clock time. Header names are ``str``
+        (encoded as UTF-8) or ``bytes``. Size limits are the caller's business
+        (:meth:`has_room_for`).
+        """
+        od = self._count
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        if od:
+            tsd = timestamp_ms - self._base_ts
+            if timestamp_ms > self._max_ts:
+                self._max_ts = timestamp_ms
+        else:
+            self._base_ts = self._max_ts = timestamp_ms
+            tsd = 0
+        zz = _ZZ
+        # Hot path: every varint comes from the lookup table unless it is large.
+        tsb = zz[tsd] if 0 <= tsd < 8192 else encode_varlong(tsd)
+        odb = zz[od] if od < 8192 else encode_varint(od)
+        if key is None:
+            kb = b"\x01"
+            key = b""
+            klen = 0
+        else:
+            klen = len(key)
+            kb = zz[klen] if klen < 8192 else encode_varint(klen)
+        if value is None:
+            vb = b"\x01"
+            value = b""
+            vlen = 0
+        else:
+            vlen = len(value)
+            vb = zz[vlen] if vlen < 8192 else encode_varint(vlen)
+        hb = _encode_headers(headers) if headers else b"\x00"
+        rlen = 1 + len(tsb) + len(odb) + len(kb) + klen + len(vb) + vlen + len(hb)
+        self._buf += b"".join(
+            (zz[rlen] if rlen < 8192 else encode_varint(rlen), b"\x00", tsb, odb, kb, key,
+             vb, value, hb)
+        )
+        self._count = od + 1
+        if self._cache:
+            self._cache.clear()
+        return od
+
+    def build(
+        self,
+        base_offset: int = 0,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        compression: CompressionType | int = CompressionType.NONE,
+        *,
+        compression_level: int | None = None,
+        partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    ) -> bytes:
+        """Return the encoded batch, CRC included.
+
+        May be called again (e.g. with a new producer epoch/sequence on retry): the records
+        are compressed once and only the 61-byte header and the CRC are recomputed.
+        Raises ``CompressionUnavailableError`` if the codec's library is missing.
+        """
+        codec = int(compression)
+        if codec == CompressionType.NONE:
+            payload = bytes(self._buf)
+        else:
+            cache_key = (codec, compression_level)
+            cached = self._cache.get(cache_key)
+            if cached is None:
+                cached = compress(codec, self._buf, level=compression_level)
+                self._cache[cache_key] = cached
+            payload = cached
+        attributes = codec
+        if self._timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= _TIMESTAMP_TYPE_BIT
+        if is_transactional:
+            attributes |= _TRANSACTIONAL_BIT
+        return _frame(
+            base_offset, partition_leader_epoch, attributes, self._count - 1, self._base_ts,
+            self._max_ts, producer_id, producer_epoch, base_sequence, self._count, payload,
+        )
+
+
+def _frame(
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+    payload: bytes,
+) -> bytes:
+    try:
+        covered = _CRC_COVERED.pack(
+            attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+            producer_epoch, base_sequence, count,
+        )
+        crc = crc32c(payload, crc32c(covered))
+        prefix = _PREFIX.pack(
+            base_offset, _MIN_BATCH_LENGTH + len(payload), partition_leader_epoch, MAGIC, crc
+        )
+    except struct.error as exc:
+        raise ValueError(f"record batch header field out of range: {exc}") from None
+    return b"".join((prefix, covered, payload))
+
+
+def restamp_batch(
+    batch: bytes | bytearray | memoryview,
+    *,
+    producer_id: int | None = None,
+    producer_epoch: int | None = None,
+    base_sequence: int | None = None,
+    is_transactional: bool | None = None,
+    base_offset: int | None = None,
+    partition_leader_epoch: int | None = None,
+) -> bytes:
+    """Return a copy of one built batch with header fields replaced and the CRC recomputed.
+
+    Fields left ``None`` keep their value. The records (compressed or not) are not
+    re-encoded. Raises ``CorruptRecordError`` if ``batch`` is not one v2 batch.
+    """
+    out = bytearray(batch)
+    if len(out) < HEADER_SIZE or out[_MAGIC_AT] != MAGIC:
+        raise CorruptRecordError("not a v2 record batch")
+    if int.from_bytes(out[8:12], "big", signed=True) + _LOG_OVERHEAD != len(out):
+        raise CorruptRecordError("batch length does not match the buffer")
+    try:
+        if base_offset is not None:
+            struct.pack_into(">q", out, 0, base_offset)
+        if partition_leader_epoch is not None:
+            struct.pack_into(">i", out, 12, partition_leader_epoch)
+        if is_transactional is not None:
+            attributes = int.from_bytes(out[21:23], "big") & ~_TRANSACTIONAL_BIT
+            if is_transactional:
+                attributes |= _TRANSACTIONAL_BIT
+            struct.pack_into(">H", out, 21, attributes)
+        if producer_id is not None:
+            struct.pack_into(">q", out, 43, producer_id)
+        if producer_epoch is not None:
+            struct.pack_into(">h", out, 51, producer_epoch)
+        if base_sequence is not None:
+            struct.pack_into(">i", out, 53, base_sequence)
+    except struct.error as exc:
+        raise ValueError(f"record batch header field out of range: {exc}") from None
+    struct.pack_into(">I", out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
+def build_control_batch(
+    control_type: ControlRecordType | int,
+    *,
+    base_offset: int,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    timestamp_ms: int,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """Return a transactional control batch holding one ABORT or COMMIT marker.
+
+    Brokers write these; the client needs them for tests and mock brokers.
+    """
+    key = struct.pack(">hh", 0, int(control_type))
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    builder = RecordBatchBuilder()
+    builder.append(key, value, None, timestamp_ms)
+    payload = bytes(builder._buf)
+    attributes = _TRANSACTIONAL_BIT | _CONTROL_BIT
+    return _frame(
+        base_offset, partition_leader_epoch, attributes, 0, timestamp_ms, timestamp_ms,
+        producer_id, producer_epoch, NO_SEQUENCE, 1, payload,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# reading
+
+
+class RecordBatch:
+    """One v2 record batch inside a fetched buffer; header fields are plain attributes.
+
+    Holds a reference to the buffer, not a copy. Obtain instances from
+    :func:`iter_batches`.
+    """
+
+    __slots__ = (
+        "_buf", "_start", "attributes", "base_offset", "base_sequence", "base_timestamp",
+        "batch_length", "crc", "last_offset_delta", "magic", "max_timestamp",
+        "partition_leader_epoch", "producer_epoch", "producer_id", "record_count",
+    )
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    def __init__(self, buf: bytes, start: int) -> None:
+        """Parse the header of the batch at ``buf[start:]`` (which must be complete)."""
+        self._buf = buf
+        self._start = start
+        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic,
+         self.crc) = _PREFIX.unpack_from(buf, start)
+        (self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
+         self.producer_id, self.producer_epoch, self.base_sequence,
+         self.record_count) = _CRC_COVERED.unpack_from(buf, start + _ATTRIBUTES_AT)
+
+    @property
+    def compression(self) -> CompressionType | int:
+        """Codec of the records (bits 0-2); an unknown id is returned as an int."""
+        codec = self.attributes & _CODEC_MASK
+        return CompressionType(codec) if codec <= 4 else codec
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        """CREATE_TIME or LOG_APPEND_TIME (bit 3)."""
+        if self.attributes & _TIMESTAMP_TYPE_BIT:
+            return TimestampType.LOG_APPEND_TIME
+        return TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        """Whether the batch belongs to a transaction (bit 4)."""
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        """Whether this is a control batch (bit 5), e.g. a transaction marker."""
+        return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        """Whether base_timestamp is the compaction delete horizon (bit 6, KIP-534)."""
+        return bool(self.attributes & _DELETE_HORIZON_BIT)
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Size of the whole batch on the wire, header included."""
+        return self.batch_length + _LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the last record the batch was written with (even if compacted away)."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """The offset to fetch after this batch."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    def compute_crc(self) -> int:
+        """Return the CRC-32C of the batch's bytes from attributes to the end."""
+        start = self._start
+        view = memoryview(self._buf)[start + _ATTRIBUTES_AT : start + self.size_in_bytes]
+        return crc32c(view)
+
+    def verify_crc(self) -> None:
+        """Raise ``CorruptRecordError`` naming the offset if the stored CRC is wrong."""
+        actual = self.compute_crc()
+        if actual != self.crc:
+            raise CorruptRecordError(
+                f"record batch at offset {self.base_offset} failed its CRC check "
+                f"(stored {self.crc:#010x}, computed {actual:#010x})"
+            )
+
+    def records_payload(self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+                        ) -> bytes:
+        """Return the (decompressed) records section."""
+        start = self._start + HEADER_SIZE
+        end = self._start + self.size_in_bytes
+        codec = self.attributes & _CODEC_MASK
+        if codec == 0:
+            return self._buf[start:end]
+        try:
+            return decompress(
+                codec, memoryview(self._buf)[start:end],
+                max_decompressed_bytes=max_decompressed_bytes,
+            )
+        except ProtocolError as exc:
+            exc.args = (f"record batch at offset {self.base_offset}: {exc}",)
+            raise
+
+    def records(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+    ) -> list[Record]:
+        """Decode every record of the batch into :class:`~aiostream_kafka.structs.Record`.
+
+        Offsets are ``base_offset + offsetDelta``; timestamps are ``base_timestamp + delta``
+        or, for LOG_APPEND_TIME batches, ``max_timestamp`` for every record;
+        ``leader_epoch`` is the batch's partition leader epoch (``None`` when -1).
+        Control batches decode too (their keys/values are the raw markers).
+        Raises ``CorruptRecordError`` on malformed records, ``DecompressionLimitError``
+        past ``max_decompressed_bytes``.
+        """
+        start = self._start
+        if self.attributes & _CODEC_MASK:
+            buf = self.records_payload(max_decompressed_bytes)
+            pos = 0
+            end = len(buf)
+        else:
+            buf = self._buf
+            pos = start + HEADER_SIZE
+            end = start + self.size_in_bytes
+        ple = self.partition_leader_epoch
+        if self.attributes & _TIMESTAMP_TYPE_BIT:
+            return _decode_records(
+                buf, pos, end, self.record_count, topic, partition, self.base_offset,
+                self.max_timestamp, True, TimestampType.LOG_APPEND_TIME,
+                None if ple < 0 else ple,
+            )
+        return _decode_records(
+            buf, pos, end, self.record_count, topic, partition, self.base_offset,
+            self.base_timestamp, False, TimestampType.CREATE_TIME, None if ple < 0 else ple,
+        )
+
+    def control_records(
+        self, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    ) -> list[ControlRecord]:
+        """Decode the records of a control batch (KIP-98 markers).
+
+        Raises ``ProtocolError`` if this is not a control batch, ``CorruptRecordError`` if a
+        control key is shorter than 4 bytes or an ABORT/COMMIT value shorter than 6.
+        """
+        if not self.is_control:
+            raise ProtocolError(f"batch at offset {self.base_offset} is not a control batch")
+        out = []
+        for rec in self.records("", -1, max_decompressed_bytes=max_decompressed_bytes):
+            key = rec.key
+            if key is None or len(key) < 4:
+                raise CorruptRecordError(f"control record at offset {rec.offset}: short key")
+            version, ctype = struct.unpack_from(">hh", key)
+            coordinator_epoch: int | None = None
+            kind: ControlRecordType | int = ctype
+            if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+                kind = ControlRecordType(ctype)
+                value = rec.value
+                if value is None or len(value) < 6:
+                    raise CorruptRecordError(
+                        f"transaction marker at offset {rec.offset}: short value"
+                    )
+                coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
+            out.append(ControlRecord(rec.offset, rec.timestamp_ms, version, kind,
+                                     coordinator_epoch))
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, records={self.record_count}, "
+            f"last_offset_delta={self.last_offset_delta}, compression={self.compression!r}, "
+            f"size={self.size_in_bytes}, control={self.is_control}, "
+            f"transactional={self.is_transactional}, producer_id={self.producer_id})"
+        )
+
+
+def iter_batches(
+    data: bytes | bytearray | memoryview, *, verify_crc: bool = True
+) -> Iterator[RecordBatch]:
+    """Yield the complete record batches in a Fetch response's ``records`` bytes.
+
+    A truncated batch at the end (the broker stops at the fetch size limit) ends the
+    iteration silently. Each batch's CRC is checked unless ``verify_crc`` is false.
+    ``data`` other than ``bytes`` is copied once so records can be sliced as ``bytes``.
+
+    Raises ``CorruptRecordError`` (bad CRC, impossible lengths, unknown magic) and
+    :class:`UnsupportedMagicError` for legacy message sets (magic 0/1).
+    """
+    buf = data if isinstance(data, bytes) else bytes(data)
+    n = len(buf)
+    pos = 0
+    while n - pos > _MAGIC_AT:
+        base_offset, length = _OFFSET_LENGTH.unpack_from(buf, pos)
+        magic = buf[pos + _MAGIC_AT]
+        if length < _LEGACY_MIN_LENGTH:
+            raise CorruptRecordError(
+                f"record batch at offset {base_offset} has impossible length {length}"
+            )
+        end = pos + _LOG_OVERHEAD + length
+        if end > n:
+            return  # partial trailing batch
+        if magic != MAGIC:
+            if magic in (0, 1):
+                raise UnsupportedMagicError(
+                    f"message set at offset {base_offset} uses legacy message format "
+                    f"magic {magic} (Kafka < 0.11), which aiostream_kafka does not read; "
+                    "rewrite the topic with a current producer"
+                )
+            raise CorruptRecordError(f"record batch at offset {base_offset} has magic {magic}")
+        if length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"record batch at offset {base_offset} has impossible length {length}"
+            )
+        batch = RecordBatch(buf, pos)
+        if verify_crc:
+            batch.verify_crc()
+        yield batch
+        pos = end
+
+
+def read_records(
+    data: bytes | bytearray | memoryview,
+    topic: str,
+    partition: int,
+    *,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[Record]:
+    """Decode the records of every complete, non-control batch in ``data``.
+
+    A convenience for ``read_uncommitted`` consumption and tests; a ``read_committed``
+    consumer iterates :func:`iter_batches` to drop aborted transactions.
+    """
+    out: list[Record] = []
+    for batch in iter_batches(data):
+        if not batch.attributes & _CONTROL_BIT:
+            out += batch.records(topic, partition, max_decompressed_bytes=max_decompressed_bytes)
+    return out
+
+
+def _decode_headers(buf: bytes, pos: int, rend: int) -> tuple[list[Header], int]:
+    count, pos = _read_varint(buf, pos)
+    # Each header takes at least 2 bytes: a count past that is a lie; refuse before looping.
+    if count < 0 or count > (rend - pos) >> 1:
+        raise CorruptRecordError(f"invalid header count {count}")
+    headers: list[Header] = []
+    for _ in range(count):
+        klen, pos = _read_varint(buf, pos)
+        if klen < 0 or pos + klen > rend:
+            raise CorruptRecordError(f"invalid header key length {klen}")
+        try:
+            name = buf[pos : pos + klen].decode()
+        except UnicodeDecodeError:
+            raise CorruptRecordError("header key is not UTF-8") from None
+        pos += klen
+        vlen, pos = _read_length(buf, pos)
+        if vlen < 0:
+            headers.append((name, None))
+        else:
+            if pos + vlen > rend:
+                raise CorruptRecordError(f"invalid header value length {vlen}")
+            headers.append((name, buf[pos : pos + vlen]))
+            pos += vlen
+    return headers, pos
+
+
+def _decode_records(
+    buf: bytes,
+    pos: int,
+    end: int,
+    count: int,
+    topic: str,
+    partition: int,
+    base_offset: int,
+    base_ts: int,
+    log_append: bool,
+    ts_type: TimestampType,
+    leader_epoch: int | None,
+) -> list[Record]:
+    """Decode ``count`` records in ``buf[pos:end]`` into a list of Record.
+
+    The consumer's hot loop, written for CPython's interpreter: locals only, no call per
+    record except the Record constructor (and helpers on rare slow paths: varints of 3+
+    bytes, records with headers), the 1- and 2-byte varint cases inlined, key and value
+    sliced straight from the buffer. Bounds: indexing past the buffer raises IndexError
+    (caught once, outside the loop); a record whose fields run past its own length is
+    caught by the ``pos != rend`` check; nothing allocates more than the buffer holds.
+    """
+    if count < 0 or count > (end - pos) // _MIN_RECORD_SIZE:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} claims {count} records in {end - pos} bytes"
+        )
+    out: list[Record] = []
+    append = out.append
+    make = Record
+    read_varint = _read_varint
+    read_length = _read_length
+    headers: list[Header]
+    try:
+        for _ in range(count):
+            # -- record length (never negative)
+            b = buf[pos]
+            if b < 0x80:
+                raw = b
+                pos += 1
+            else:
+                b1 = buf[pos + 1]
+                if b1 < 0x80:
+                    raw = (b & 0x7F) | (b1 << 7)
+                    pos += 2
+                else:
+                    n, pos = read_varint(buf, pos)
+                    raw = -1 if n < 0 else n << 1
+            if raw & 1:
+                raise CorruptRecordError(f"negative record length at batch {base_offset}")
+            rend = pos + (raw >> 1)
+            if rend > end:
+                raise CorruptRecordError(f"record overruns batch at offset {base_offset}")
+            # -- attributes (unused), timestamp delta (varlong)
+            b = buf[pos + 1]
+            if b < 0x80:
+                tsd = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                tsd, pos = _read_varlong(buf, pos + 1)
+            # -- offset delta
+            b = buf[pos]
+            if b < 0x80:
+                od = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                b1 = buf[pos + 1]
+                if b1 < 0x80:
+                    raw = (b & 0x7F) | (b1 << 7)
+                    od = (raw >> 1) ^ -(raw & 1)
+                    pos += 2
+                else:
+                    od, pos = read_varint(buf, pos)
+            # -- key
+            b = buf[pos]
+            if b == 1:
+                key = None
+                pos += 1
+            elif b < 0x80 and not b & 1:
+                pos += 1
+                n = b >> 1
+                key = buf[pos : pos + n]
+                pos += n
+            else:
+                n, pos = read_length(buf, pos)
+                if n < 0:
+                    key = None
+                else:
+                    key = buf[pos : pos + n]
+                    pos += n
+            # -- value
+            b = buf[pos]
+            if b < 0x80:
+                if b & 1:
+                    if b != 1:
+                        raise CorruptRecordError(f"negative value length in batch {base_offset}")
+                    value = None
+                    pos += 1
+                else:
+                    pos += 1
+                    n = b >> 1
+                    value = buf[pos : pos + n]
+                    pos += n
+            else:
+                b1 = buf[pos + 1]
+                if b1 < 0x80:
+                    raw = (b & 0x7F) | (b1 << 7)
+                    if raw & 1:
+                        raise CorruptRecordError(f"negative value length in batch {base_offset}")
+                    pos += 2
+                    n = raw >> 1
+                    value = buf[pos : pos + n]
+                    pos += n
+                else:
+                    n, pos = read_length(buf, pos)
+                    if n < 0:
+                        value = None
+                    else:
+                        value = buf[pos : pos + n]
+                        pos += n
+            # -- headers
+            if buf[pos] == 0:
+                pos += 1
+                headers = []
+            else:
+                headers, pos = _decode_headers(buf, pos, rend)
+            if pos != rend:
+                raise CorruptRecordError(
+                    f"record at offset {base_offset + od} does not match its length"
+                )
+            append(make(topic, partition, base_offset + od, base_ts if log_append
+                        else base_ts + tsd, ts_type, key, value, headers, leader_epoch))
+    except IndexError:
+        raise CorruptRecordError(f"truncated record in batch at offset {base_offset}") from None
+    if pos != end:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} has {end - pos} bytes after its {count} records"
+        )
+    return out
+
+
+__all__ = [
+    "HEADER_SIZE",
+    "MAGIC",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "ControlRecord",
+    "ControlRecordType",
+    "RecordBatch",
+    "RecordBatchBuilder",
+    "UnsupportedMagicError",
+    "build_control_batch",
+    "iter_batches",
+    "read_records",
+    "restamp_batch",
+]

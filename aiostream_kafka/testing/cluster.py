@@ -1,0 +1,277 @@
+"""``KafkaCluster``: a real Apache Kafka cluster for tests, benchmarks and the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Protocol
+
+from aiostream_kafka.errors import BrokerUnavailableError
+
+log = logging.getLogger(__name__)
+
+Source = Literal["auto", "external", "docker", "local"]
+
+ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
+ENV_SOURCE = "AIOSTREAM_KAFKA_BROKER"  # force "docker" or "local" instead of auto-detection
+
+
+class _Backend(Protocol):
+    @property
+    def bootstrap_servers(self) -> str: ...
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...
+    def close_now(self) -> None: ...
+    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None: ...
+    async def start_broker(self, node_id: int) -> None: ...
+    async def kill_broker(self, node_id: int) -> None: ...
+
+
+class _ExternalCluster:
+    """A cluster someone else runs: its address is used as is, nothing is started."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self._bootstrap = bootstrap_servers
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._bootstrap
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def close_now(self) -> None:
+        return None
+
+    def _refuse(self, what: str) -> BrokerUnavailableError:
+        return BrokerUnavailableError(
+            f"cannot {what}: the cluster comes from {ENV_BOOTSTRAP}={self._bootstrap} and is not "
+            f"managed by this process; unset {ENV_BOOTSTRAP} to let the harness start brokers"
+        )
+
+    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None:
+        raise self._refuse(f"stop broker {node_id}")
+
+    async def start_broker(self, node_id: int) -> None:
+        raise self._refuse(f"start broker {node_id}")
+
+    async def kill_broker(self, node_id: int) -> None:
+        raise self._refuse(f"kill broker {node_id}")
+
+
+class KafkaCluster:
+    """A real Apache Kafka cluster, started for the duration of an ``async with`` block.
+
+    Where the brokers come from, in order: an explicit ``KAFKA_BOOTSTRAP_SERVERS`` (used as
+    is; nothing is started, and stopping or killing brokers raises), else Docker
+    (``apache/kafka`` through testcontainers) when a daemon answers, else Apache Kafka run
+    from the Maven Central jars on this machine (resolved once into a per-user cache; needs
+    Java 17+ and Maven). ``AIOSTREAM_KAFKA_BROKER=local`` or ``=docker`` forces a source.
+
+    Brokers are KRaft nodes in combined broker+controller mode listening on free loopback
+    ports; every cluster has its own temporary directory, removed on exit, also when the
+    block fails or is cancelled.
+
+    Example::
+
+        async with KafkaCluster(brokers=3) as cluster:
+            print(cluster.bootstrap_servers)
+            await cluster.kill_broker(2)
+            await cluster.start_broker(2)
+    """
+
+    def __init__(
+        self,
+        brokers: int = 1,
+        server_properties: Mapping[str, str] | None = None,
+        *,
+        source: Source = "auto",
+        start_timeout_s: float = 120.0,
+        heap: str = "512m",
+    ) -> None:
+        if brokers < 1:
+            raise ValueError(f"brokers must be >= 1, got {brokers}")
+        self.brokers = brokers
+        self.server_properties: dict[str, str] = dict(server_properties or {})
+        self.start_timeout_s = start_timeout_s
+        self.heap = heap
+        self.source: Source = self._pick_source(source)
+        self._backend: _Backend | None = None
+        self.startup_seconds: float | None = None
+
+    @staticmethod
+    def _pick_source(source: Source) -> Source:
+        if source != "auto":
+            return source
+        if os.environ.get(ENV_BOOTSTRAP):
+            return "external"
+        forced = os.environ.get(ENV_SOURCE, "").strip().lower()
+        if forced in ("local", "docker"):
+            return forced  # type: ignore[return-value]
+        from aiostream_kafka.testing.container import docker_available  # noqa: PLC0415
+
+        return "docker" if docker_available() else "local"
+
+    @property
+    def managed(self) -> bool:
+        """True when this process started the brokers (so it may stop and kill them)."""
+        return self.source != "external"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``"127.0.0.1:port[,127.0.0.1:port...]"``, the addresses of every broker."""
+        if self._backend is None:
+            raise RuntimeError("the cluster is not started; use `async with KafkaCluster()`")
+        return self._backend.bootstrap_servers
+
+    @property
+    def node_ids(self) -> list[int]:
+        """The node ids of the brokers (1..brokers); empty for an external cluster."""
+        return list(range(1, self.brokers + 1)) if self.managed else []
+
+    def log_file(self, node_id: int) -> Path | None:
+        """The log file of a local node (None for Docker or external clusters)."""
+        from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+
+        if isinstance(self._backend, LocalKafkaCluster):
+            return self._backend._node(node_id).log_file
+        return None
+
+    @property
+    def directory(self) -> Path | None:
+        """The temporary directory of a local cluster (None for other sources)."""
+        from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+
+        if isinstance(self._backend, LocalKafkaCluster):
+            return self._backend.directory
+        return None
+
+    def pids(self) -> list[int]:
+        """Process ids of the running broker JVMs of a local cluster."""
+        from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+
+        if isinstance(self._backend, LocalKafkaCluster):
+            return [
+                n.process.pid
+                for n in self._backend.nodes.values()
+                if n.process is not None and n.process.poll() is None
+            ]
+        return []
+
+    async def start(self) -> None:
+        """Start the brokers and wait until every one serves requests.
+
+        Raises:
+            BrokerUnavailableError: Java/Maven is missing, or a broker did not come up in
+                ``start_timeout_s`` (the message holds the tail of its log).
+        """
+        if self._backend is not None:
+            raise RuntimeError("cluster already started")
+        started = time.monotonic()
+        backend: _Backend
+        if self.source == "external":
+            backend = _ExternalCluster(os.environ[ENV_BOOTSTRAP])
+        elif self.source == "docker":
+            from aiostream_kafka.testing.container import ContainerKafkaCluster  # noqa: PLC0415
+
+            backend = ContainerKafkaCluster(
+                self.brokers, self.server_properties, start_timeout_s=self.start_timeout_s
+            )
+        elif self.source == "local":
+            from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+
+            backend = LocalKafkaCluster(
+                self.brokers,
+                self.server_properties,
+                start_timeout_s=self.start_timeout_s,
+                heap=self.heap,
+            )
+        else:
+            raise ValueError(f"unknown source {self.source!r}")
+        self._backend = backend
+        try:
+            await backend.start()
+        except BaseException:
+            self._backend = None
+            raise
+        self.startup_seconds = time.monotonic() - started
+        log.info(
+            "Kafka cluster (%s, %d broker(s)) up at %s in %.1fs",
+            self.source,
+            self.brokers,
+            backend.bootstrap_servers,
+            self.startup_seconds,
+        )
+
+    async def close(self) -> None:
+        """Stop every broker and remove the cluster's files. Idempotent."""
+        backend, self._backend = self._backend, None
+        if backend is None:
+            return
+        try:
+            await backend.close()
+        finally:
+            backend.close_now()
+
+    def _require(self) -> _Backend:
+        if self._backend is None:
+            raise RuntimeError("the cluster is not started")
+        return self._backend
+
+    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None:
+        """Stop broker ``node_id`` gracefully (controlled shutdown) and wait until it is down.
+
+        Raises:
+            BrokerUnavailableError: the cluster comes from ``KAFKA_BOOTSTRAP_SERVERS``.
+            ValueError: there is no such node.
+        """
+        await self._require().stop_broker(node_id, timeout_s)
+
+    async def start_broker(self, node_id: int) -> None:
+        """Start a stopped or killed broker again and wait until the cluster sees it.
+
+        Raises:
+            BrokerUnavailableError: it did not come back in time (with its log tail), or the
+                cluster comes from ``KAFKA_BOOTSTRAP_SERVERS``.
+        """
+        await self._require().start_broker(node_id)
+
+    async def kill_broker(self, node_id: int) -> None:
+        """Kill broker ``node_id`` abruptly (SIGKILL, no controlled shutdown).
+
+        Raises:
+            BrokerUnavailableError: the cluster comes from ``KAFKA_BOOTSTRAP_SERVERS``.
+        """
+        await self._require().kill_broker(node_id)
+
+    async def __aenter__(self) -> KafkaCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Shielded so that a cancelled test still waits for its brokers to be gone.
+        await asyncio.shield(self.close())
+
+    # Synchronous helpers for code without a running event loop (fixtures, CLI).
+    def start_blocking(self) -> None:
+        """Start the cluster from synchronous code (runs a private event loop)."""
+        asyncio.run(self.start())
+
+    def close_blocking(self) -> None:
+        """Close the cluster from synchronous code."""
+        backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close_now()

@@ -1,0 +1,437 @@
+"""Apache Kafka brokers run locally from the Maven Central jars (KRaft, loopback only).
+
+Each node is one JVM in combined ``broker,controller`` mode with its own client and
+controller port (chosen free at run time), its own data dir and its own log file, all under
+one temporary directory per cluster. The JVMs are plain ``subprocess.Popen`` children so
+that a cluster is not tied to one event loop; on Linux they also get ``PR_SET_PDEATHSIG``
+so that they die with the Python process even if it is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import base64
+import contextlib
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aiostream_kafka.errors import BrokerUnavailableError
+from aiostream_kafka.testing import probe
+from aiostream_kafka.testing.jars import KAFKA_VERSION, ensure_kafka_jars, java_executable
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+_LOG_TAIL_LINES = 60
+_FORMAT_TIMEOUT_S = 120.0
+_START_ATTEMPTS = 3  # a free port can be taken between choosing it and the JVM binding it
+
+_LOG4J2 = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.out.ref = OUT
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache.kafka
+logger.apache.level = INFO
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = INFO
+logger.raft.name = org.apache.kafka.raft
+logger.raft.level = WARN
+"""
+
+
+def free_ports(count: int) -> list[int]:
+    """Return ``count`` distinct TCP ports on 127.0.0.1 that were free a moment ago."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def new_cluster_id() -> str:
+    """Return a KRaft cluster id: 22 characters of URL-safe base64 of a random UUID."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def log_tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """Return the last ``lines`` lines of the file at ``path`` (empty if it is missing)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 256 * 1024))
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+@dataclass
+class _Node:
+    node_id: int
+    port: int
+    controller_port: int
+    directory: Path
+    process: subprocess.Popen[bytes] | None = None
+    log_handle: object | None = field(default=None, repr=False)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "broker.log"
+
+    @property
+    def properties_file(self) -> Path:
+        return self.directory / "server.properties"
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+# Clusters not closed by their owner (a crashed test run) are cleaned at interpreter exit.
+_LIVE: weakref.WeakSet[LocalKafkaCluster] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_leftovers() -> None:
+    for cluster in list(_LIVE):
+        cluster.close_now()
+
+
+class LocalKafkaCluster:
+    """``brokers`` Kafka JVMs on this machine. Use through :class:`KafkaCluster`."""
+
+    def __init__(
+        self,
+        brokers: int = 1,
+        server_properties: Mapping[str, str] | None = None,
+        *,
+        start_timeout_s: float = 120.0,
+        heap: str = "512m",
+        jvm_options: list[str] | None = None,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError(f"brokers must be >= 1, got {brokers}")
+        self.brokers = brokers
+        self.server_properties = dict(server_properties or {})
+        self.start_timeout_s = start_timeout_s
+        self.heap = heap
+        self.jvm_options = list(jvm_options or [])
+        self.directory: Path | None = None
+        self.nodes: dict[int, _Node] = {}
+        self._lib: Path | None = None
+        self._java: str | None = None
+
+    # -- configuration -------------------------------------------------------------------
+
+    def _properties(self, node: _Node) -> dict[str, str]:
+        voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in self.nodes.values())
+        replication = str(min(3, self.brokers))
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(node.data_dir),
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": replication,
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": "2" if self.brokers >= 3 else "1",
+            "transaction.state.log.num.partitions": "10",
+            "share.coordinator.state.topic.replication.factor": replication,
+            "share.coordinator.state.topic.min.isr": "2" if self.brokers >= 3 else "1",
+            "group.initial.rebalance.delay.ms": "0",
+            # Quick controlled shutdown and failure detection for fault tests.
+            "controller.quorum.election.timeout.ms": "1000",
+            "controller.quorum.fetch.timeout.ms": "2000",
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "500",
+        }
+        props.update(self.server_properties)
+        return props
+
+    def _write_config(self) -> None:
+        assert self.directory is not None
+        (self.directory / "log4j2.properties").write_text(_LOG4J2)
+        for node in self.nodes.values():
+            node.directory.mkdir(parents=True, exist_ok=True)
+            text = "".join(f"{k}={v}\n" for k, v in self._properties(node).items())
+            node.properties_file.write_text(text)
+
+    def _java_command(self, main_class: str, *args: str, heap: str | None = None) -> list[str]:
+        assert self._java is not None and self._lib is not None and self.directory is not None
+        cmd = [self._java]
+        if heap:
+            cmd += [f"-Xms{heap}", f"-Xmx{heap}"]
+        cmd += [
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+            *self.jvm_options,
+            "-cp",
+            f"{self._lib}/*",
+            main_class,
+            *args,
+        ]
+        return cmd
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{HOST}:{n.port}" for n in self.nodes.values())
+
+    async def start(self) -> None:
+        """Resolve the jars (once), format and start every node, wait until all serve."""
+        self._java = java_executable()
+        self._lib = await asyncio.to_thread(ensure_kafka_jars)
+        self.directory = Path(tempfile.mkdtemp(prefix="aiostream-kafka-"))
+        _LIVE.add(self)
+        try:
+            for attempt in range(1, _START_ATTEMPTS + 1):
+                ports = free_ports(2 * self.brokers)
+                self.nodes = {
+                    i: _Node(i, ports[2 * (i - 1)], ports[2 * i - 1], self.directory / f"node-{i}")
+                    for i in range(1, self.brokers + 1)
+                }
+                self._write_config()
+                await self._format()
+                for node in self.nodes.values():
+                    self._spawn(node)
+                try:
+                    await self._wait_cluster_ready(time.monotonic() + self.start_timeout_s)
+                    return
+                except BrokerUnavailableError as exc:
+                    in_use = any(
+                        "Address already in use" in log_tail(n.log_file, 400)
+                        for n in self.nodes.values()
+                    )
+                    self.close_now(remove_dir=False)
+                    if not in_use or attempt == _START_ATTEMPTS:
+                        raise
+                    log.warning("port taken while starting (%s); retrying with other ports", exc)
+                    for node in self.nodes.values():
+                        shutil.rmtree(node.directory, ignore_errors=True)
+        except BaseException:
+            self.close_now()
+            raise
+
+    async def _format(self) -> None:
+        cluster_id = new_cluster_id()
+
+        async def format_node(node: _Node) -> None:
+            cmd = self._java_command(
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(node.properties_file),
+                "--ignore-formatted",
+                heap="256m",
+            )
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+            )
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), _FORMAT_TIMEOUT_S)
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await asyncio.shield(proc.wait())
+                raise
+            if proc.returncode != 0:
+                raise BrokerUnavailableError(
+                    f"Formatting the storage of Kafka node {node.node_id} failed "
+                    f"(exit {proc.returncode}):\n{out.decode('utf-8', 'replace')[-4000:]}"
+                )
+
+        await asyncio.gather(*(format_node(n) for n in self.nodes.values()))
+
+    def _spawn(self, node: _Node) -> None:
+        cmd = self._java_command("kafka.Kafka", str(node.properties_file), heap=self.heap)
+        handle = open(node.log_file, "ab")  # noqa: SIM115 -- owned by the node, closed in _reap
+        node.log_handle = handle
+        node.process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        log.info(
+            "started Kafka node %d (pid %d) on %s:%d, log %s",
+            node.node_id,
+            node.process.pid,
+            HOST,
+            node.port,
+            node.log_file,
+        )
+
+    def _failure(self, node: _Node, what: str) -> BrokerUnavailableError:
+        return BrokerUnavailableError(
+            f"Kafka {KAFKA_VERSION} node {node.node_id} on {HOST}:{node.port} {what}. "
+            f"Last lines of its log ({node.log_file}):\n{log_tail(node.log_file)}"
+        )
+
+    async def _wait_node_serving(self, node: _Node, deadline: float) -> None:
+        while True:
+            if node.process is None or node.process.poll() is not None:
+                code = None if node.process is None else node.process.returncode
+                raise self._failure(node, f"exited with code {code} while starting")
+            try:
+                apis = await probe.api_versions(HOST, node.port, timeout_s=2.0)
+                if probe.METADATA_KEY in apis:
+                    return
+            except (OSError, asyncio.TimeoutError, EOFError, asyncio.IncompleteReadError):
+                pass
+            except Exception as exc:  # a malformed answer while starting up: keep polling
+                log.debug("probe of node %d: %r", node.node_id, exc)
+            if time.monotonic() > deadline:
+                raise self._failure(node, f"did not come up within {self.start_timeout_s:.0f}s")
+            await asyncio.sleep(0.2)
+
+    async def _wait_cluster_ready(self, deadline: float) -> None:
+        live = [n for n in self.nodes.values() if n.running() or n.process is not None]
+        await asyncio.gather(*(self._wait_node_serving(n, deadline) for n in live))
+        await self._wait_registered({n.node_id for n in self.nodes.values() if n.running()}, deadline)
+
+    async def _wait_registered(self, expected: set[int], deadline: float) -> None:
+        """Wait until every running node's metadata lists exactly the running nodes."""
+        while True:
+            ok = True
+            for node in self.nodes.values():
+                if not node.running():
+                    continue
+                try:
+                    brokers = await probe.metadata_brokers(HOST, node.port, timeout_s=2.0)
+                except Exception:  # noqa: BLE001 -- any failure here means "not ready yet"
+                    ok = False
+                    break
+                if {b[0] for b in brokers} != expected:
+                    ok = False
+                    break
+            if ok:
+                return
+            if time.monotonic() > deadline:
+                node = next(iter(self.nodes.values()))
+                raise self._failure(
+                    node, f"did not see brokers {sorted(expected)} registered in time"
+                )
+            await asyncio.sleep(0.2)
+
+    def _node(self, node_id: int) -> _Node:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise ValueError(f"no node {node_id}; nodes are {sorted(self.nodes)}") from None
+
+    def _reap(self, node: _Node) -> None:
+        if node.process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(node.process.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.process.wait(timeout=30)
+            node.process = None
+        if node.log_handle is not None:
+            node.log_handle.close()  # type: ignore[attr-defined]
+            node.log_handle = None
+
+    async def kill_broker(self, node_id: int) -> None:
+        """SIGKILL node ``node_id`` (no controlled shutdown) and wait until it is gone."""
+        node = self._node(node_id)
+        await asyncio.to_thread(self._reap, node)
+        log.info("killed Kafka node %d", node_id)
+
+    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None:
+        """Stop node ``node_id`` gracefully (SIGTERM, controlled shutdown); SIGKILL after
+        ``timeout_s``."""
+        node = self._node(node_id)
+        proc = node.process
+        if proc is None or proc.poll() is not None:
+            self._reap(node)
+            return
+        proc.terminate()
+        deadline = time.monotonic() + timeout_s
+        try:
+            while proc.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+        finally:
+            if proc.poll() is None:
+                log.warning("Kafka node %d ignored SIGTERM for %.0fs; killing it", node_id, timeout_s)
+            self._reap(node)
+        log.info("stopped Kafka node %d", node_id)
+
+    async def start_broker(self, node_id: int) -> None:
+        """Start node ``node_id`` again (same ports and data) and wait until it serves and
+        every running node sees it."""
+        node = self._node(node_id)
+        if node.running():
+            return
+        self._reap(node)
+        self._spawn(node)
+        deadline = time.monotonic() + self.start_timeout_s
+        await self._wait_node_serving(node, deadline)
+        await self._wait_registered(
+            {n.node_id for n in self.nodes.values() if n.running()}, deadline
+        )
+
+    def close_now(self, remove_dir: bool = True) -> None:
+        """Kill every node and (by default) remove the cluster's directory. Synchronous and
+        idempotent, so that it also runs from ``finally`` blocks of cancelled tasks."""
+        for node in self.nodes.values():
+            self._reap(node)
+        if remove_dir and self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+            _LIVE.discard(self)
+
+    async def close(self) -> None:
+        """Stop every node and remove all files of the cluster."""
+        self.close_now()
