@@ -15,7 +15,7 @@ log = logging.getLogger("aiostream_kafka.cli")
 
 
 async def _dev_broker(brokers: int, properties: dict[str, str]) -> int:
-    from aiostream_kafka.testing import KafkaCluster  # noqa: PLC0415
+    from aiostream_kafka.testing import KafkaCluster
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -54,7 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     dev.add_argument("--brokers", type=int, default=1, help="number of brokers (default 1)")
     dev.add_argument(
-        "--property", action="append", default=[], metavar="KEY=VALUE",
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a broker setting to override (repeatable)",
     )
     args = parser.parse_args(argv)

@@ -35,8 +35,10 @@ async def main() -> int:
     async with _cluster(args.bootstrap_servers) as bootstrap:
         host, _, port = bootstrap.split(",")[0].rpartition(":")
         apis = await probe.api_versions(host, int(port))
-        print(f"the broker answers ApiVersions: {len(apis)} APIs, "
-              f"Produce v{apis[0][0]}-{apis[0][1]}, Fetch v{apis[1][0]}-{apis[1][1]}")
+        print(
+            f"the broker answers ApiVersions: {len(apis)} APIs, "
+            f"Produce v{apis[0][0]}-{apis[0][1]}, Fetch v{apis[1][0]}-{apis[1][1]}"
+        )
         print("produce/consume demo: not yet (arrives with the producer and consumer issues)")
     return 0
 

@@ -42,7 +42,9 @@ def _our_temp_dirs() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("aiostream-kafka-*")}
 
 
-async def _wait_for_brokers(host: str, port: int, expected: set[int], timeout_s: float = 30.0) -> None:
+async def _wait_for_brokers(
+    host: str, port: int, expected: set[int], timeout_s: float = 30.0
+) -> None:
     deadline = asyncio.get_running_loop().time() + timeout_s
     seen: set[int] = set()
     while asyncio.get_running_loop().time() < deadline:
@@ -69,7 +71,9 @@ async def test_api_versions_lists_produce_and_fetch(kafka_cluster: KafkaCluster)
         assert (fetch_min, fetch_max) == (4, 18)
 
 
-async def test_new_topic_creates_a_topic_with_leaders(kafka_cluster: KafkaCluster, new_topic) -> None:
+async def test_new_topic_creates_a_topic_with_leaders(
+    kafka_cluster: KafkaCluster, new_topic
+) -> None:
     name = await new_topic(partitions=3)
     other = await new_topic()
     assert name != other
@@ -136,7 +140,9 @@ async def test_three_broker_cluster_kill_and_restart() -> None:
         host, port = addresses[0]
         await _wait_for_brokers(host, port, {1, 2, 3})
         topic = "replicated"
-        await probe.create_topic(cluster.bootstrap_servers, topic, partitions=3, replication_factor=3)
+        await probe.create_topic(
+            cluster.bootstrap_servers, topic, partitions=3, replication_factor=3
+        )
 
         await cluster.kill_broker(2)
         assert _refuses(*addresses[1])
@@ -261,7 +267,9 @@ def _fake_java(tmp_path: Path, version_line: str) -> Path:
     return bin_dir
 
 
-def test_missing_java_is_named_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_java_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(BrokerUnavailableError) as info:
@@ -285,7 +293,9 @@ def test_java_8_version_string_is_parsed(tmp_path: Path) -> None:
     assert jars_module.java_major_version(str(bin_dir / "java")) == 8
 
 
-def test_missing_maven_is_named_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_maven_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("AIOSTREAM_KAFKA_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(_fake_java(tmp_path, 'openjdk version "17.0.15"')))
     with pytest.raises(BrokerUnavailableError) as info:
@@ -302,8 +312,15 @@ def test_missing_maven_is_named_with_the_fix(tmp_path: Path, monkeypatch: pytest
 async def test_cli_dev_broker_serves_until_interrupted() -> None:
     env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "aiostream_kafka.cli", "dev-broker", "--brokers", "1",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        sys.executable,
+        "-m",
+        "aiostream_kafka.cli",
+        "dev-broker",
+        "--brokers",
+        "1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
     )
     try:
         assert proc.stdout is not None
@@ -325,6 +342,8 @@ async def test_cli_dev_broker_serves_until_interrupted() -> None:
 def test_cli_rejects_zero_brokers() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "aiostream_kafka.cli", "dev-broker", "--brokers", "0"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert out.returncode == 2 and "--brokers must be at least 1" in out.stderr

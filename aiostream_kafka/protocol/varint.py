@@ -61,7 +61,9 @@ def decode_unsigned_varint(buf: bytes | bytearray | memoryview, pos: int) -> tup
     raise ProtocolError("varint longer than 5 bytes")
 
 
-def _decode_unsigned_long(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> tuple[int, int]:
+def _decode_unsigned_long(
+    buf: bytes | bytearray | memoryview, pos: int, limit: int
+) -> tuple[int, int]:
     result = 0
     shift = 0
     end = pos + limit

@@ -116,7 +116,7 @@ class KafkaCluster:
         forced = os.environ.get(ENV_SOURCE, "").strip().lower()
         if forced in ("local", "docker"):
             return forced  # type: ignore[return-value]
-        from aiostream_kafka.testing.container import docker_available  # noqa: PLC0415
+        from aiostream_kafka.testing.container import docker_available
 
         return "docker" if docker_available() else "local"
 
@@ -139,7 +139,7 @@ class KafkaCluster:
 
     def log_file(self, node_id: int) -> Path | None:
         """The log file of a local node (None for Docker or external clusters)."""
-        from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+        from aiostream_kafka.testing.local import LocalKafkaCluster
 
         if isinstance(self._backend, LocalKafkaCluster):
             return self._backend._node(node_id).log_file
@@ -148,7 +148,7 @@ class KafkaCluster:
     @property
     def directory(self) -> Path | None:
         """The temporary directory of a local cluster (None for other sources)."""
-        from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+        from aiostream_kafka.testing.local import LocalKafkaCluster
 
         if isinstance(self._backend, LocalKafkaCluster):
             return self._backend.directory
@@ -156,7 +156,7 @@ class KafkaCluster:
 
     def pids(self) -> list[int]:
         """Process ids of the running broker JVMs of a local cluster."""
-        from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+        from aiostream_kafka.testing.local import LocalKafkaCluster
 
         if isinstance(self._backend, LocalKafkaCluster):
             return [
@@ -180,13 +180,13 @@ class KafkaCluster:
         if self.source == "external":
             backend = _ExternalCluster(os.environ[ENV_BOOTSTRAP])
         elif self.source == "docker":
-            from aiostream_kafka.testing.container import ContainerKafkaCluster  # noqa: PLC0415
+            from aiostream_kafka.testing.container import ContainerKafkaCluster
 
             backend = ContainerKafkaCluster(
                 self.brokers, self.server_properties, start_timeout_s=self.start_timeout_s
             )
         elif self.source == "local":
-            from aiostream_kafka.testing.local import LocalKafkaCluster  # noqa: PLC0415
+            from aiostream_kafka.testing.local import LocalKafkaCluster
 
             backend = LocalKafkaCluster(
                 self.brokers,

@@ -30,7 +30,7 @@ _INTERNAL_PORT = 19092
 def docker_available(timeout_s: float = 3.0) -> bool:
     """Return True when the ``docker`` package is installed and a daemon answers a ping."""
     try:
-        import docker  # type: ignore[import-untyped]  # noqa: PLC0415 -- optional dependency
+        import docker  # type: ignore[import-untyped]
     except ImportError:
         return False
     try:
@@ -39,7 +39,7 @@ def docker_available(timeout_s: float = 3.0) -> bool:
             return bool(client.ping())
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 -- any failure to reach the daemon means "no Docker"
+    except Exception:
         return False
 
 
@@ -65,9 +65,7 @@ class ContainerKafkaCluster:
         return ",".join(f"{HOST}:{p}" for p in self.ports.values())
 
     def _env(self, node_id: int, cluster_id: str) -> dict[str, str]:
-        voters = ",".join(
-            f"{i}@kafka-{i}:{_CONTROLLER_PORT}" for i in range(1, self.brokers + 1)
-        )
+        voters = ",".join(f"{i}@kafka-{i}:{_CONTROLLER_PORT}" for i in range(1, self.brokers + 1))
         port = self.ports[node_id]
         replication = str(min(3, self.brokers))
         props = {
@@ -109,8 +107,8 @@ class ContainerKafkaCluster:
             await self._wait_serving(node_id, port, deadline)
 
     def _start_sync(self) -> None:
-        from testcontainers.core.container import DockerContainer  # noqa: PLC0415
-        from testcontainers.core.network import Network  # noqa: PLC0415
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.network import Network
 
         cluster_id = new_cluster_id()
         ports = free_ports(self.brokers)
@@ -122,7 +120,7 @@ class ContainerKafkaCluster:
                     DockerContainer(IMAGE)
                     .with_network(self._network)
                     .with_network_aliases(f"kafka-{node_id}")
-                    .with_bind_ports(port, (HOST, port))
+                    .with_bind_ports(port, (HOST, port))  # type: ignore[arg-type]  # docker-py accepts (ip, port)
                 )
                 for key, value in self._env(node_id, cluster_id).items():
                     container = container.with_env(key, value)
@@ -137,7 +135,7 @@ class ContainerKafkaCluster:
             try:
                 await probe.api_versions(HOST, port, timeout_s=2.0)
                 return
-            except Exception as exc:  # noqa: BLE001 -- not up yet
+            except Exception as exc:
                 if time.monotonic() > deadline:
                     logs = self._logs(node_id)
                     raise BrokerUnavailableError(
@@ -154,7 +152,7 @@ class ContainerKafkaCluster:
             out, err = container.get_logs()
             text = (out + err).decode("utf-8", "replace")
             return "\n".join(text.splitlines()[-60:])
-        except Exception as exc:  # noqa: BLE001 -- best effort for an error message
+        except Exception as exc:
             return f"(logs unavailable: {exc!r})"
 
     def _wrapped(self, node_id: int) -> Any:

@@ -115,7 +115,9 @@ def java_major_version(java: str) -> int:
             [java, "-version"], capture_output=True, text=True, timeout=60, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BrokerUnavailableError(f"Cannot run `{java} -version`: {exc}. " + _ALTERNATIVE) from exc
+        raise BrokerUnavailableError(
+            f"Cannot run `{java} -version`: {exc}. " + _ALTERNATIVE
+        ) from exc
     text = out.stderr + out.stdout
     match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
     if match is None:

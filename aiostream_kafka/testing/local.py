@@ -295,7 +295,7 @@ class LocalKafkaCluster:
 
     def _spawn(self, node: _Node) -> None:
         cmd = self._java_command("kafka.Kafka", str(node.properties_file), heap=self.heap)
-        handle = open(node.log_file, "ab")  # noqa: SIM115 -- owned by the node, closed in _reap
+        handle = open(node.log_file, "ab")
         node.log_handle = handle
         node.process = subprocess.Popen(
             cmd,
@@ -329,7 +329,7 @@ class LocalKafkaCluster:
                 apis = await probe.api_versions(HOST, node.port, timeout_s=2.0)
                 if probe.METADATA_KEY in apis:
                     return
-            except (OSError, asyncio.TimeoutError, EOFError, asyncio.IncompleteReadError):
+            except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError):
                 pass
             except Exception as exc:  # a malformed answer while starting up: keep polling
                 log.debug("probe of node %d: %r", node.node_id, exc)
@@ -340,7 +340,9 @@ class LocalKafkaCluster:
     async def _wait_cluster_ready(self, deadline: float) -> None:
         live = [n for n in self.nodes.values() if n.running() or n.process is not None]
         await asyncio.gather(*(self._wait_node_serving(n, deadline) for n in live))
-        await self._wait_registered({n.node_id for n in self.nodes.values() if n.running()}, deadline)
+        await self._wait_registered(
+            {n.node_id for n in self.nodes.values() if n.running()}, deadline
+        )
 
     async def _wait_registered(self, expected: set[int], deadline: float) -> None:
         """Wait until every running node's metadata lists exactly the running nodes."""
@@ -351,7 +353,7 @@ class LocalKafkaCluster:
                     continue
                 try:
                     brokers = await probe.metadata_brokers(HOST, node.port, timeout_s=2.0)
-                except Exception:  # noqa: BLE001 -- any failure here means "not ready yet"
+                except Exception:
                     ok = False
                     break
                 if {b[0] for b in brokers} != expected:
@@ -400,11 +402,14 @@ class LocalKafkaCluster:
         proc.terminate()
         deadline = time.monotonic() + timeout_s
         try:
-            while proc.poll() is None and time.monotonic() < deadline:
+            # Popen has no awaitable wait; poll it (a stop takes a few seconds at most).
+            while proc.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
         finally:
             if proc.poll() is None:
-                log.warning("Kafka node %d ignored SIGTERM for %.0fs; killing it", node_id, timeout_s)
+                log.warning(
+                    "Kafka node %d ignored SIGTERM for %.0fs; killing it", node_id, timeout_s
+                )
             self._reap(node)
         log.info("stopped Kafka node %d", node_id)
 

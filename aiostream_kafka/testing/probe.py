@@ -120,7 +120,9 @@ async def api_versions(host: str, port: int, timeout_s: float = 5.0) -> dict[int
     return apis
 
 
-async def metadata_brokers(host: str, port: int, timeout_s: float = 5.0) -> list[tuple[int, str, int]]:
+async def metadata_brokers(
+    host: str, port: int, timeout_s: float = 5.0
+) -> list[tuple[int, str, int]]:
     """Return the live brokers ``[(node_id, host, port)]`` that ``host:port`` knows of."""
     payload = await _roundtrip(host, port, encode_metadata_v1_all_topics(2), timeout_s)
     correlation_id, brokers, _ = decode_metadata_v1_brokers(payload)
@@ -146,7 +148,11 @@ def encode_create_topics_v4(
     timeout_ms: int,
 ) -> bytes:
     """Return a framed CreateTopics v4 request for one topic."""
-    body = struct.pack(">i", 1) + _string(name) + struct.pack(">ihi", partitions, replication_factor, 0)
+    body = (
+        struct.pack(">i", 1)
+        + _string(name)
+        + struct.pack(">ihi", partitions, replication_factor, 0)
+    )
     body += struct.pack(">i", len(config))
     for key, value in config.items():
         body += _string(key) + _string(value)
@@ -240,7 +246,7 @@ async def create_topic(
                 meta = decode_metadata_v1_leaders(
                     await _roundtrip(h, int(p), encode_metadata_v1_all_topics(4), 5.0)
                 )
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            except (TimeoutError, OSError, asyncio.IncompleteReadError):
                 continue  # a stopped broker in a fault test: the others decide
             code, leaders = meta.get(name, (3, {}))
             if code != 0 or len(leaders) != partitions or min(leaders.values()) < 0:
@@ -249,5 +255,7 @@ async def create_topic(
         if ready:
             return
         if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(f"topic {name!r} has no leader for every partition after {timeout_s}s")
+            raise TimeoutError(
+                f"topic {name!r} has no leader for every partition after {timeout_s}s"
+            )
         await asyncio.sleep(0.05)
