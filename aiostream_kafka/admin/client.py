@@ -1,0 +1,987 @@
+"""``Admin``: topics, configs, offsets and consumer groups of a Kafka cluster.
+
+Every call sends its requests to the broker that can answer them (any broker for topic and
+config changes, which KRaft brokers forward to the controller; partition leaders for
+offsets and record deletion; the group coordinator for group calls), retries retriable
+errors with back-off until ``default_api_timeout_ms``, and raises a non-retriable broker
+error as its typed exception, naming the topic, partition or group it concerns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+from aiostream_kafka.admin.types import (
+    AlterConfigOp,
+    BrokerDescription,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    ListOffsetsResult,
+    MemberDescription,
+    NewTopic,
+    OffsetAndMetadata,
+    OffsetSpec,
+    PartitionInfo,
+    TopicDescription,
+)
+from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.cluster.metadata import TopicMetadata
+from aiostream_kafka.config import ClientConfig
+from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
+from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.messages.consumer_protocol_assignment import (
+    ConsumerProtocolAssignment,
+)
+from aiostream_kafka.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+)
+from aiostream_kafka.protocol.messages.create_topics import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from aiostream_kafka.protocol.messages.delete_groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
+from aiostream_kafka.protocol.messages.delete_records import (
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+)
+from aiostream_kafka.protocol.messages.delete_topics import (
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from aiostream_kafka.protocol.messages.describe_cluster import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+)
+from aiostream_kafka.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+)
+from aiostream_kafka.protocol.messages.describe_groups import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from aiostream_kafka.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from aiostream_kafka.protocol.messages.incremental_alter_configs import (
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from aiostream_kafka.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from aiostream_kafka.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from aiostream_kafka.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
+_GROUP_KEY_TYPE = 0
+
+
+def broker_error(code: int, context: str, broker_message: str | None = None) -> KafkaError:
+    """The typed exception of Kafka error ``code``, its message saying what it concerns."""
+    info = ec.ERRORS_BY_CODE.get(code)
+    name = info.name if info else f"error {code}"
+    detail = broker_message or (info.description if info else "")
+    return ec.error_for_code(code)(f"{context}: {name}: {detail}".rstrip(": "))
+
+
+class _Retry(Exception):
+    """Raised inside an attempt to ask :meth:`Admin._with_retries` for another one."""
+
+    def __init__(self, cause: KafkaError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class Admin:
+    """Administrative client of a Kafka cluster.
+
+    Use as ``async with Admin(bootstrap_servers="host:9092") as admin: ...``. Keyword
+    options are those of :class:`~aiostream_kafka.config.ClientConfig`
+    (``request_timeout_ms``, ``default_api_timeout_ms``, ``client_id``, ...).
+
+    Raises:
+        ConfigError: an invalid option, before any network I/O.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
+        try:
+            self.config = ClientConfig(bootstrap_servers=bootstrap_servers, **options)
+        except TypeError as exc:
+            raise ConfigError(f"unknown Admin option: {exc}") from None
+        self._cluster = Cluster(self.config)
+        self._coordinators: dict[str, int] = {}
+        self._started = False
+
+    async def start(self) -> None:
+        """Connect to the cluster (fetch its metadata).
+
+        Raises:
+            KafkaTimeoutError: no bootstrap address answered within ``default_api_timeout_ms``.
+        """
+        await self._cluster.bootstrap()
+        self._started = True
+
+    async def close(self) -> None:
+        """Close every connection."""
+        await self._cluster.close()
+
+    async def __aenter__(self) -> Admin:
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def cluster(self) -> Cluster:
+        """The metadata cache and connection pool (for diagnostics)."""
+        return self._cluster
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _timeout_ms(self, timeout_ms: int | None) -> int:
+        return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+
+    async def _with_retries(
+        self, what: str, attempt: Callable[[], Awaitable[T]], timeout_ms: int | None = None
+    ) -> T:
+        """Run ``attempt`` until it succeeds, retrying retriable errors with back-off until
+        the timeout; refresh metadata between attempts."""
+        deadline = time.monotonic() + self._timeout_ms(timeout_ms) / 1000
+        backoff_ms = self.config.retry_backoff_ms
+        while True:
+            try:
+                return await attempt()
+            except _Retry as retry:
+                error: KafkaError = retry.cause
+            except (NetworkError, KafkaTimeoutError) as exc:
+                error = exc
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                error = exc
+            if time.monotonic() + backoff_ms / 1000 >= deadline:
+                raise KafkaTimeoutError(
+                    f"{what} did not succeed within {self._timeout_ms(timeout_ms)} ms; "
+                    f"last error: {type(error).__name__}: {error}"
+                ) from error
+            log.debug("%s: retrying after %s", what, error)
+            await asyncio.sleep(backoff_ms / 1000)
+            backoff_ms = min(backoff_ms * 2, self.config.retry_backoff_max_ms)
+            if isinstance(error, ec.NotCoordinatorError | ec.CoordinatorNotAvailableError):
+                self._coordinators.clear()  # the coordinator moved: look it up again
+            try:
+                await self._cluster.refresh()
+            except KafkaTimeoutError:
+                pass  # the next attempt reports the real problem
+
+    def _raise_first(
+        self, errors: dict[str, KafkaError], final: tuple[type[KafkaError], ...] = ()
+    ) -> None:
+        """Raise for ``errors``: retry if any is retriable (and not of a ``final`` type),
+        else raise the first, naming the others."""
+        if not errors:
+            return
+        for error in errors.values():
+            if isinstance(error, final):
+                error.retriable = False
+        retriable = {k: v for k, v in errors.items() if v.retriable}
+        if retriable:
+            first = next(iter(retriable.values()))
+            raise _Retry(first)
+        first = next(iter(errors.values()))
+        if len(errors) > 1:
+            others = "; ".join(f"{k}: {type(v).__name__}" for k, v in list(errors.items())[1:])
+            raise type(first)(f"{first} (also failed: {others})")
+        raise first
+
+    # -- topics ----------------------------------------------------------------------------
+
+    async def create_topics(
+        self,
+        new_topics: Sequence[NewTopic],
+        *,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+        wait_for_leaders: bool = True,
+    ) -> dict[str, TopicDescription | None]:
+        """Create topics and return their descriptions (None with ``validate_only``).
+
+        With ``wait_for_leaders`` (the default) it returns once every partition of every
+        new topic has a leader in the metadata, so that producing right away works.
+
+        Raises:
+            TopicAlreadyExistsError, InvalidReplicationFactorError, InvalidPartitionsError,
+            InvalidConfigurationError, ...: the broker's error for the first topic that
+            failed (the message names every topic that failed).
+            KafkaTimeoutError: retriable errors persisted past the timeout.
+        """
+        if not new_topics:
+            return {}
+        names = [t.name for t in new_topics]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"create_topics got the same topic name twice: {names}")
+        pending = {t.name: t for t in new_topics}
+        timeout = self._timeout_ms(timeout_ms)
+
+        async def attempt() -> None:
+            request = CreateTopicsRequest(
+                topics=[_creatable(t) for t in pending.values()],
+                timeout_ms=min(timeout, self.config.request_timeout_ms),
+                validate_only=validate_only,
+            )
+            response = await self._cluster.send(None, request)
+            assert isinstance(response, CreateTopicsResponse)
+            errors: dict[str, KafkaError] = {}
+            for result in response.topics:
+                if result.error_code == 0:
+                    pending.pop(result.name, None)
+                else:
+                    errors[result.name] = broker_error(
+                        result.error_code, f"topic {result.name!r}", result.error_message
+                    )
+            self._raise_first(errors)
+
+        await self._with_retries("create_topics", attempt, timeout_ms)
+        if validate_only:
+            return dict.fromkeys(names)
+        if wait_for_leaders:
+            await self._wait_for_leaders(names, timeout)
+        snapshot = await self._cluster.refresh(names)
+        self._cluster.untrack(names)
+        return {n: _describe(snapshot.topics[n]) if n in snapshot.topics else None for n in names}
+
+    async def _wait_for_leaders(self, names: Collection[str], timeout_ms: int) -> None:
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            snapshot = await self._cluster.refresh(names)
+            ready = all(
+                n in snapshot.topics
+                and snapshot.topics[n].error_code == 0
+                and snapshot.topics[n].partitions
+                and all(p.leader >= 0 for p in snapshot.topics[n].partitions.values())
+                for n in names
+            )
+            if ready:
+                return
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"topics {sorted(names)} were created but not every partition had a leader "
+                    f"within {timeout_ms} ms"
+                )
+            await asyncio.sleep(0.05)
+
+    async def delete_topics(
+        self, topics: Collection[str], *, timeout_ms: int | None = None
+    ) -> None:
+        """Delete topics by name.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist (named in the message).
+            KafkaTimeoutError: retriable errors persisted past the timeout.
+        """
+        pending = set(topics)
+        if not pending:
+            return
+        timeout = self._timeout_ms(timeout_ms)
+
+        async def attempt() -> None:
+            request = DeleteTopicsRequest(
+                topics=[DeleteTopicsRequest.DeleteTopicState(name=n) for n in sorted(pending)],
+                topic_names=sorted(pending),
+                timeout_ms=min(timeout, self.config.request_timeout_ms),
+            )
+            response = await self._cluster.send(None, request)
+            assert isinstance(response, DeleteTopicsResponse)
+            errors: dict[str, KafkaError] = {}
+            for result in response.responses:
+                name = result.name or str(result.topic_id)
+                if result.error_code == 0:
+                    pending.discard(name)
+                else:
+                    errors[name] = broker_error(
+                        result.error_code, f"topic {name!r}", result.error_message
+                    )
+            self._raise_first(errors, final=(ec.UnknownTopicOrPartitionError,))
+
+        await self._with_retries("delete_topics", attempt, timeout_ms)
+        self._cluster.untrack(topics)
+
+    async def create_partitions(
+        self,
+        new_counts: Mapping[str, int],
+        *,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """Raise the partition count of each topic to the given total.
+
+        Raises:
+            InvalidPartitionsError: a count is not larger than the current one.
+            UnknownTopicOrPartitionError: a topic does not exist.
+        """
+        pending = dict(new_counts)
+        if not pending:
+            return
+        timeout = self._timeout_ms(timeout_ms)
+
+        async def attempt() -> None:
+            request = CreatePartitionsRequest(
+                topics=[
+                    CreatePartitionsRequest.CreatePartitionsTopic(name=n, count=c, assignments=None)
+                    for n, c in pending.items()
+                ],
+                timeout_ms=min(timeout, self.config.request_timeout_ms),
+                validate_only=validate_only,
+            )
+            response = await self._cluster.send(None, request)
+            assert isinstance(response, CreatePartitionsResponse)
+            errors: dict[str, KafkaError] = {}
+            for result in response.results:
+                if result.error_code == 0:
+                    pending.pop(result.name, None)
+                else:
+                    errors[result.name] = broker_error(
+                        result.error_code, f"topic {result.name!r}", result.error_message
+                    )
+            self._raise_first(errors)
+
+        await self._with_retries("create_partitions", attempt, timeout_ms)
+
+    async def list_topics(self, *, include_internal: bool = False) -> dict[str, TopicDescription]:
+        """Return every topic of the cluster (internal ones only with ``include_internal``)."""
+        snapshot = await self._with_retries(
+            "list_topics", lambda: self._cluster.refresh(all_topics=True)
+        )
+        return {
+            name: _describe(topic)
+            for name, topic in sorted(snapshot.topics.items())
+            if topic.error_code == 0 and (include_internal or not topic.is_internal)
+        }
+
+    async def describe_topics(self, topics: Collection[str]) -> dict[str, TopicDescription]:
+        """Return the descriptions of the given topics.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic does not exist.
+        """
+        names = sorted(set(topics))
+
+        async def attempt() -> dict[str, TopicDescription]:
+            snapshot = await self._cluster.refresh(names)
+            errors = {
+                n: broker_error(snapshot.topics[n].error_code, f"topic {n!r}")
+                for n in names
+                if n in snapshot.topics and snapshot.topics[n].error_code != 0
+            }
+            self._raise_first(errors, final=(ec.UnknownTopicOrPartitionError,))
+            return {n: _describe(snapshot.topics[n]) for n in names}
+
+        try:
+            return await self._with_retries("describe_topics", attempt)
+        finally:
+            self._cluster.untrack(names)
+
+    # -- cluster ---------------------------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """Return the cluster id, the active controller and the brokers."""
+
+        async def attempt() -> ClusterDescription:
+            response = await self._cluster.send(None, DescribeClusterRequest())
+            assert isinstance(response, DescribeClusterResponse)
+            if response.error_code:
+                raise broker_error(response.error_code, "describe_cluster", response.error_message)
+            return ClusterDescription(
+                cluster_id=response.cluster_id,
+                controller_id=response.controller_id,
+                brokers=sorted(
+                    (
+                        BrokerDescription(b.broker_id, b.host, b.port, b.rack, b.is_fenced)
+                        for b in response.brokers
+                    ),
+                    key=lambda b: b.node_id,
+                ),
+            )
+
+        return await self._with_retries("describe_cluster", attempt)
+
+    # -- offsets and records ---------------------------------------------------------------
+
+    async def _by_leader(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[int, list[TopicPartition]]:
+        """Group partitions by their leader; raise for unknown topics/partitions."""
+        parts = list(partitions)
+        snapshot = await self._cluster.ensure_fresh({tp.topic for tp in parts})
+        grouped: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in parts:
+            topic = snapshot.topics.get(tp.topic)
+            if topic is not None and topic.error_code != 0:
+                self._raise_first(
+                    {tp.topic: broker_error(topic.error_code, f"topic {tp.topic!r}")},
+                    final=(ec.UnknownTopicOrPartitionError,),
+                )
+            meta = snapshot.partition(tp)
+            if meta is None:
+                if topic is not None:
+                    raise ec.UnknownTopicOrPartitionError(
+                        f"partition {tp.partition} of topic {tp.topic!r} does not exist "
+                        f"(it has {len(topic.partitions)} partitions)"
+                    )
+                raise _Retry(ec.UnknownTopicOrPartitionError(f"topic {tp.topic!r} is unknown"))
+            if meta.leader < 0:
+                raise _Retry(ec.LeaderNotAvailableError(f"{tp} has no leader"))
+            grouped[meta.leader].append(tp)
+        return grouped
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, OffsetSpec],
+        *,
+        isolation_level: str = "read_uncommitted",
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, ListOffsetsResult]:
+        """Look up offsets by spec: earliest, latest, max timestamp, or for a timestamp.
+
+        ``isolation_level="read_committed"`` makes ``latest`` the last stable offset.
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+            ConfigError: an unknown ``isolation_level``.
+        """
+        if isolation_level not in _ISOLATION:
+            raise ConfigError(
+                f"isolation_level must be 'read_uncommitted' or 'read_committed', "
+                f"got {isolation_level!r}"
+            )
+        pending = dict(specs)
+        results: dict[TopicPartition, ListOffsetsResult] = {}
+
+        async def attempt() -> dict[TopicPartition, ListOffsetsResult]:
+            grouped = await self._by_leader(pending)
+            responses = await asyncio.gather(
+                *(
+                    self._list_offsets_on(leader, tps, pending, isolation_level)
+                    for leader, tps in grouped.items()
+                )
+            )
+            errors: dict[str, KafkaError] = {}
+            for found, failed in responses:
+                results.update(found)
+                for tp in found:
+                    pending.pop(tp, None)
+                errors.update(failed)
+            self._raise_first(errors)
+            return results
+
+        return await self._with_retries("list_offsets", attempt, timeout_ms)
+
+    async def _list_offsets_on(
+        self,
+        leader: int,
+        tps: list[TopicPartition],
+        specs: Mapping[TopicPartition, OffsetSpec],
+        isolation_level: str,
+    ) -> tuple[dict[TopicPartition, ListOffsetsResult], dict[str, KafkaError]]:
+        by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
+        for tp in tps:
+            by_topic[tp.topic].append(tp)
+        snapshot = self._cluster.snapshot
+        request = ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=_ISOLATION[isolation_level],
+            topics=[
+                ListOffsetsRequest.ListOffsetsTopic(
+                    name=topic,
+                    partitions=[
+                        ListOffsetsRequest.ListOffsetsPartition(
+                            partition_index=tp.partition,
+                            current_leader_epoch=_epoch(snapshot.partition(tp)),
+                            timestamp=specs[tp].timestamp,
+                        )
+                        for tp in parts
+                    ],
+                )
+                for topic, parts in by_topic.items()
+            ],
+            timeout_ms=self.config.request_timeout_ms,
+        )
+        response = await self._cluster.send(leader, request)
+        assert isinstance(response, ListOffsetsResponse)
+        found: dict[TopicPartition, ListOffsetsResult] = {}
+        errors: dict[str, KafkaError] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if p.error_code:
+                    errors[str(tp)] = broker_error(
+                        p.error_code, f"list_offsets {tp.topic}[{tp.partition}]"
+                    )
+                else:
+                    found[tp] = ListOffsetsResult(
+                        p.offset, p.timestamp, p.leader_epoch if p.leader_epoch >= 0 else None
+                    )
+        return found, errors
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete every record before the given offset of each partition (-1: up to the
+        high watermark). Returns the new low watermark of each partition.
+
+        Raises:
+            OffsetOutOfRangeError: an offset is beyond the high watermark.
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+        """
+        pending = dict(offsets)
+        results: dict[TopicPartition, int] = {}
+
+        async def attempt() -> dict[TopicPartition, int]:
+            grouped = await self._by_leader(pending)
+
+            async def on(leader: int, tps: list[TopicPartition]) -> dict[str, KafkaError]:
+                by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
+                for tp in tps:
+                    by_topic[tp.topic].append(tp)
+                request = DeleteRecordsRequest(
+                    topics=[
+                        DeleteRecordsRequest.DeleteRecordsTopic(
+                            name=topic,
+                            partitions=[
+                                DeleteRecordsRequest.DeleteRecordsPartition(
+                                    partition_index=tp.partition, offset=pending[tp]
+                                )
+                                for tp in parts
+                            ],
+                        )
+                        for topic, parts in by_topic.items()
+                    ],
+                    timeout_ms=self.config.request_timeout_ms,
+                )
+                response = await self._cluster.send(leader, request)
+                assert isinstance(response, DeleteRecordsResponse)
+                errors: dict[str, KafkaError] = {}
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        tp = TopicPartition(topic.name, p.partition_index)
+                        if p.error_code:
+                            errors[str(tp)] = broker_error(
+                                p.error_code, f"delete_records {tp.topic}[{tp.partition}]"
+                            )
+                        else:
+                            results[tp] = p.low_watermark
+                            pending.pop(tp, None)
+                return errors
+
+            all_errors: dict[str, KafkaError] = {}
+            for errors in await asyncio.gather(*(on(n, t) for n, t in grouped.items())):
+                all_errors.update(errors)
+            self._raise_first(all_errors)
+            return results
+
+        return await self._with_retries("delete_records", attempt, timeout_ms)
+
+    # -- configs ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _config_node(resource: ConfigResource) -> int | None:
+        # Broker-level configs are answered by that broker; the rest by any broker.
+        if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER):
+            if resource.name:
+                try:
+                    return int(resource.name)
+                except ValueError:
+                    raise ConfigError(
+                        f"a BROKER config resource is named by the broker id, got {resource.name!r}"
+                    ) from None
+        return None
+
+    async def describe_configs(
+        self, resources: Collection[ConfigResource], *, keys: Collection[str] | None = None
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Return the configs of each resource (only ``keys`` when given).
+
+        Raises:
+            UnknownTopicOrPartitionError: a topic resource does not exist.
+        """
+        by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
+        for resource in resources:
+            by_node[self._config_node(resource)].append(resource)
+        results: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+
+        async def attempt() -> dict[ConfigResource, dict[str, ConfigEntry]]:
+            errors: dict[str, KafkaError] = {}
+            for node, group in by_node.items():
+                request = DescribeConfigsRequest(
+                    resources=[
+                        DescribeConfigsRequest.DescribeConfigsResource(
+                            resource_type=int(r.type),
+                            resource_name=r.name,
+                            configuration_keys=sorted(keys) if keys is not None else None,
+                        )
+                        for r in group
+                    ],
+                    include_synonyms=False,
+                    include_documentation=False,
+                )
+                response = await self._cluster.send(node, request)
+                assert isinstance(response, DescribeConfigsResponse)
+                for result in response.results:
+                    resource = ConfigResource(
+                        ConfigResourceType(result.resource_type), result.resource_name
+                    )
+                    if result.error_code:
+                        errors[f"{resource.type.name} {resource.name!r}"] = broker_error(
+                            result.error_code,
+                            f"describe_configs {resource.type.name} {resource.name!r}",
+                            result.error_message,
+                        )
+                        continue
+                    results[resource] = {
+                        c.name: ConfigEntry(
+                            name=c.name,
+                            value=c.value,
+                            source=_config_source(c.config_source),
+                            read_only=c.read_only,
+                            is_sensitive=c.is_sensitive,
+                            is_default=c.config_source == ConfigSource.DEFAULT_CONFIG,
+                        )
+                        for c in result.configs
+                    }
+            self._raise_first(errors)
+            return results
+
+        return await self._with_retries("describe_configs", attempt)
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Apply config changes (set, delete, append, subtract) to each resource.
+
+        Raises:
+            InvalidConfigurationError, InvalidRequestError, ...: the broker's error for the
+            first resource that failed.
+        """
+        by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
+        for resource in changes:
+            by_node[self._config_node(resource)].append(resource)
+
+        async def attempt() -> None:
+            errors: dict[str, KafkaError] = {}
+            for node, group in by_node.items():
+                request = IncrementalAlterConfigsRequest(
+                    resources=[
+                        IncrementalAlterConfigsRequest.AlterConfigsResource(
+                            resource_type=int(r.type),
+                            resource_name=r.name,
+                            configs=[
+                                IncrementalAlterConfigsRequest.AlterableConfig(
+                                    name=op.name, config_operation=int(op.op), value=op.value
+                                )
+                                for op in changes[r]
+                            ],
+                        )
+                        for r in group
+                    ],
+                    validate_only=validate_only,
+                )
+                response = await self._cluster.send(node, request)
+                assert isinstance(response, IncrementalAlterConfigsResponse)
+                for result in response.responses:
+                    if result.error_code:
+                        kind = ConfigResourceType(result.resource_type).name
+                        label = f"{kind} {result.resource_name!r}"
+                        errors[label] = broker_error(
+                            result.error_code,
+                            f"incremental_alter_configs {label}",
+                            result.error_message,
+                        )
+            self._raise_first(errors)
+
+        await self._with_retries("incremental_alter_configs", attempt)
+
+    # -- consumer groups -------------------------------------------------------------------
+
+    async def find_coordinator(self, group_id: str) -> int:
+        """Return the node id of the coordinator of ``group_id``."""
+        cached = self._coordinators.get(group_id)
+        if cached is not None:
+            return cached
+
+        async def attempt() -> int:
+            conn = await self._cluster.any_connection()
+            version = conn.version_for(FindCoordinatorRequest)
+            # KIP-699 (v4) batches keys; earlier versions take one key.
+            request = (
+                FindCoordinatorRequest(key_type=_GROUP_KEY_TYPE, coordinator_keys=[group_id])
+                if version >= 4
+                else FindCoordinatorRequest(key=group_id, key_type=_GROUP_KEY_TYPE)
+            )
+            response = await conn.request(request, version=version)
+            assert isinstance(response, FindCoordinatorResponse)
+            if response.coordinators:
+                c = response.coordinators[0]
+                code, message, node = c.error_code, c.error_message, c.node_id
+            else:  # versions before 4 answer for one key at the top level
+                code, message, node = response.error_code, response.error_message, response.node_id
+            if code:
+                raise broker_error(code, f"find_coordinator for group {group_id!r}", message)
+            return node
+
+        node = await self._with_retries("find_coordinator", attempt)
+        self._coordinators[group_id] = node
+        return node
+
+    async def list_consumer_groups(self) -> list[ConsumerGroupListing]:
+        """Return every group known to any broker (each broker lists the groups it
+        coordinates)."""
+        snapshot = await self._cluster.ensure_fresh()
+
+        async def on(node: int) -> list[ConsumerGroupListing]:
+            async def attempt() -> list[ConsumerGroupListing]:
+                response = await self._cluster.send(node, ListGroupsRequest())
+                assert isinstance(response, ListGroupsResponse)
+                if response.error_code:
+                    raise broker_error(
+                        response.error_code, f"list_consumer_groups on broker {node}"
+                    )
+                return [
+                    ConsumerGroupListing(g.group_id, g.protocol_type, g.group_state, g.group_type)
+                    for g in response.groups
+                ]
+
+            return await self._with_retries(f"list_consumer_groups on broker {node}", attempt)
+
+        listings = await asyncio.gather(*(on(n) for n in snapshot.brokers))
+        return sorted((g for part in listings for g in part), key=lambda g: g.group_id)
+
+    async def describe_consumer_groups(
+        self, group_ids: Collection[str]
+    ) -> dict[str, ConsumerGroupDescription]:
+        """Describe classic consumer groups: state, protocol and members' assignments.
+
+        A group that does not exist is described with state ``"Dead"`` and no members, as
+        Kafka does.
+        """
+        results: dict[str, ConsumerGroupDescription] = {}
+        for group_id in group_ids:
+
+            async def attempt(group_id: str = group_id) -> ConsumerGroupDescription:
+                node = await self.find_coordinator(group_id)
+                response = await self._cluster.send(node, DescribeGroupsRequest(groups=[group_id]))
+                assert isinstance(response, DescribeGroupsResponse)
+                g = response.groups[0]
+                if g.error_code:
+                    raise broker_error(g.error_code, f"group {group_id!r}", g.error_message)
+                members = [
+                    MemberDescription(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        host=m.client_host,
+                        assignment=_decode_assignment(m.member_assignment),
+                    )
+                    for m in g.members
+                ]
+                return ConsumerGroupDescription(
+                    group_id=g.group_id,
+                    state=g.group_state,
+                    protocol_type=g.protocol_type,
+                    protocol=g.protocol_data,
+                    coordinator=node,
+                    members=members,
+                )
+
+            results[group_id] = await self._with_retries(f"describe group {group_id!r}", attempt)
+        return results
+
+    async def delete_consumer_groups(self, group_ids: Collection[str]) -> None:
+        """Delete consumer groups (they must have no active members).
+
+        Raises:
+            GroupIdNotFoundError: a group does not exist.
+            NonEmptyGroupError: a group still has members.
+        """
+        for group_id in group_ids:
+
+            async def attempt(group_id: str = group_id) -> None:
+                node = await self.find_coordinator(group_id)
+                response = await self._cluster.send(
+                    node, DeleteGroupsRequest(groups_names=[group_id])
+                )
+                assert isinstance(response, DeleteGroupsResponse)
+                for r in response.results:
+                    if r.error_code:
+                        raise broker_error(r.error_code, f"group {r.group_id!r}")
+
+            await self._with_retries(f"delete group {group_id!r}", attempt)
+            self._coordinators.pop(group_id, None)
+
+    async def list_consumer_group_offsets(
+        self, group_id: str, partitions: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Return the committed offsets of ``group_id`` (of every partition it committed,
+        or of ``partitions``; those without a commit are left out)."""
+
+        async def attempt() -> dict[TopicPartition, OffsetAndMetadata]:
+            node = await self.find_coordinator(group_id)
+            conn = await self._cluster.connection(node)
+            version = conn.version_for(OffsetFetchRequest)
+            snapshot = self._cluster.snapshot
+            topics = None
+            if partitions is not None:
+                by_topic: dict[str, list[int]] = defaultdict(list)
+                for tp in partitions:
+                    by_topic[tp.topic].append(tp.partition)
+                if version >= 10:
+                    snapshot = await self._cluster.ensure_fresh(by_topic)
+                topics = [
+                    OffsetFetchRequest.OffsetFetchRequestTopics(
+                        name=t,
+                        topic_id=snapshot.topics[t].topic_id
+                        if t in snapshot.topics
+                        else _ZERO_UUID,
+                        partition_indexes=sorted(ps),
+                    )
+                    for t, ps in by_topic.items()
+                ]
+            request = OffsetFetchRequest(
+                groups=[
+                    OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=topics)
+                ],
+                require_stable=True,
+            )
+            response = await conn.request(request, version=version)
+            assert isinstance(response, OffsetFetchResponse)
+            group = response.groups[0]
+            if group.error_code:
+                raise broker_error(group.error_code, f"group {group_id!r}")
+            if any(t.name == "" or t.name is None for t in group.topics):
+                snapshot = await self._cluster.refresh(all_topics=True)
+            result: dict[TopicPartition, OffsetAndMetadata] = {}
+            errors: dict[str, KafkaError] = {}
+            for t in group.topics:
+                name = t.name or snapshot.topic_name(t.topic_id)
+                if name is None:
+                    continue  # a topic deleted since the commit
+                for p in t.partitions:
+                    tp = TopicPartition(name, p.partition_index)
+                    if p.error_code:
+                        errors[str(tp)] = broker_error(p.error_code, f"group {group_id!r} {tp}")
+                    elif p.committed_offset >= 0:
+                        result[tp] = OffsetAndMetadata(
+                            p.committed_offset,
+                            p.metadata,
+                            p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
+                        )
+            self._raise_first(errors)
+            return result
+
+        return await self._with_retries(f"offsets of group {group_id!r}", attempt)
+
+    async def consumer_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
+        """Return, for each partition ``group_id`` committed, how many records lie between
+        its committed offset and the end of the partition (the high watermark)."""
+        committed = await self.list_consumer_group_offsets(group_id)
+        if not committed:
+            return {}
+        ends = await self.list_offsets({tp: OffsetSpec.latest() for tp in committed})
+        return {tp: max(0, ends[tp].offset - om.offset) for tp, om in sorted(committed.items())}
+
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _epoch(meta: Any) -> int:
+    return -1 if meta is None else int(meta.leader_epoch)
+
+
+def _config_source(value: int) -> ConfigSource:
+    try:
+        return ConfigSource(value)
+    except ValueError:
+        return ConfigSource.UNKNOWN
+
+
+def _creatable(topic: NewTopic) -> CreateTopicsRequest.CreatableTopic:
+    assignments = []
+    if topic.replica_assignment:
+        assignments = [
+            CreateTopicsRequest.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+            for p, b in sorted(topic.replica_assignment.items())
+        ]
+    return CreateTopicsRequest.CreatableTopic(
+        name=topic.name,
+        num_partitions=-1 if assignments else topic.partitions,
+        replication_factor=-1 if assignments else topic.replication_factor,
+        assignments=assignments,
+        configs=[
+            CreateTopicsRequest.CreatableTopicConfig(name=k, value=v)
+            for k, v in sorted(topic.config.items())
+        ],
+    )
+
+
+def _describe(topic: TopicMetadata) -> TopicDescription:
+    return TopicDescription(
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=[
+            PartitionInfo(
+                p.partition, p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas
+            )
+            for _, p in sorted(topic.partitions.items())
+        ],
+    )
+
+
+def _decode_assignment(raw: bytes | memoryview) -> list[TopicPartition]:
+    data = bytes(raw)
+    if len(data) < 2:
+        return []
+    version = int.from_bytes(data[:2], "big", signed=True)
+    version = min(
+        max(version, ConsumerProtocolAssignment.MIN_VERSION), ConsumerProtocolAssignment.MAX_VERSION
+    )
+    try:
+        assignment, _ = ConsumerProtocolAssignment.decode_from(memoryview(data), 2, version)
+    except KafkaError:
+        return []
+    return [
+        TopicPartition(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions
+    ]

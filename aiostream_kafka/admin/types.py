@@ -1,0 +1,210 @@
+"""What the Admin client takes and returns."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from aiostream_kafka.structs import TopicPartition
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+@dataclass(frozen=True, slots=True)
+class NewTopic:
+    """A topic to create. ``partitions``/``replication_factor`` of -1 take the broker's
+    defaults (``num.partitions``, ``default.replication.factor``)."""
+
+    name: str
+    partitions: int = -1
+    replication_factor: int = -1
+    config: Mapping[str, str] = field(default_factory=dict)
+    replica_assignment: Mapping[int, list[int]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition of a described topic; ``leader`` is -1 when it has none."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    """A topic with its id and partitions (sorted by partition number)."""
+
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: list[PartitionInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerDescription:
+    """A broker of the cluster."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    is_fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    """The cluster id, its active controller and its brokers."""
+
+    cluster_id: str
+    controller_id: int
+    brokers: list[BrokerDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetSpec:
+    """Which offset ``list_offsets`` looks up: ``earliest()``, ``latest()``,
+    ``max_timestamp()`` or ``for_timestamp(ms)`` (the first offset whose timestamp is >= ms)."""
+
+    timestamp: int
+
+    @classmethod
+    def earliest(cls) -> OffsetSpec:
+        return cls(EARLIEST_TIMESTAMP)
+
+    @classmethod
+    def latest(cls) -> OffsetSpec:
+        return cls(LATEST_TIMESTAMP)
+
+    @classmethod
+    def max_timestamp(cls) -> OffsetSpec:
+        return cls(MAX_TIMESTAMP)
+
+    @classmethod
+    def for_timestamp(cls, timestamp_ms: int) -> OffsetSpec:
+        if timestamp_ms < 0:
+            raise ValueError(f"timestamp_ms must be >= 0, got {timestamp_ms}")
+        return cls(timestamp_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResult:
+    """An offset found by ``list_offsets``. ``offset`` is -1 when no record has a timestamp
+    at or after the one asked for."""
+
+    offset: int
+    timestamp_ms: int
+    leader_epoch: int | None
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kinds of resources with configs (Kafka's ``ConfigResource.Type``)."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    """A resource whose configs are described or altered: ``ConfigResource(TOPIC, "t")``;
+    a broker by its id as a string (``"1"``), or ``""`` for the cluster-wide default."""
+
+    type: ConfigResourceType
+    name: str
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a config value comes from."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    """One config of a resource; ``value`` is None for sensitive values."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    is_sensitive: bool
+    is_default: bool
+
+
+class AlterConfigOpType(enum.IntEnum):
+    """How ``incremental_alter_configs`` changes a config."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    """One change: ``AlterConfigOp("retention.ms", "60000")`` sets; ``op=DELETE`` reverts
+    to the default."""
+
+    name: str
+    value: str | None = None
+    op: AlterConfigOpType = AlterConfigOpType.SET
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupListing:
+    """A group as ``list_consumer_groups`` lists it."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """A member of a classic consumer group and the partitions assigned to it."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupDescription:
+    """A consumer group: its state, protocol, coordinator and members."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    coordinator: int
+    members: list[MemberDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """A committed offset (the next record to consume) with its metadata string."""
+
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int | None = None

@@ -1,0 +1,278 @@
+"""``Cluster``: the metadata cache and the way to send a request to a given broker.
+
+Metadata is held as an immutable :class:`ClusterSnapshot` replaced as a whole on every
+refresh, so readers never see a half-applied update. It is refreshed:
+
+* on demand, after an error meaning it is stale (``NOT_LEADER_OR_FOLLOWER``,
+  ``UNKNOWN_TOPIC_OR_PARTITION``, a lost connection...): callers use :meth:`refresh`;
+* when older than ``metadata_max_age_ms``: :meth:`ensure_fresh`;
+* point-wise from KIP-951 leader hints that Produce and Fetch responses carry
+  (:meth:`apply_leader_hint`), which saves a round trip after a leader moves.
+
+Concurrent refreshes collapse into one request. The topics asked for are every topic any
+caller asked about (the *tracked* topics), so one refresh serves them all.
+
+When no known broker answers, the refresh falls back to the bootstrap addresses
+(re-bootstrap), then keeps trying within ``default_api_timeout_ms`` before raising
+:class:`KafkaTimeoutError` naming every address tried and why it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Collection, Iterable
+
+from aiostream_kafka.cluster.metadata import BrokerMetadata, ClusterSnapshot
+from aiostream_kafka.config import Address, ClientConfig
+from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError
+from aiostream_kafka.net.connection import BrokerConnection
+from aiostream_kafka.net.pool import ConnectionPool, Lane
+from aiostream_kafka.protocol.base import Request, Response
+from aiostream_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from aiostream_kafka.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+_ALL = None  # a refresh of every topic in the cluster
+
+
+class _Refresh:
+    __slots__ = ("task", "topics")
+
+    def __init__(self, topics: frozenset[str] | None, task: asyncio.Task[ClusterSnapshot]) -> None:
+        self.topics = topics  # None: all topics
+        self.task = task
+
+    def covers(self, topics: frozenset[str] | None) -> bool:
+        if self.topics is None:
+            return True
+        return topics is not None and topics <= self.topics
+
+
+class Cluster:
+    """Metadata cache and connection pool of one client. Owned by the client, which calls
+    :meth:`close`."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.pool = ConnectionPool(
+            config.connection_settings(),
+            reconnect_backoff_ms=config.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+        )
+        self.snapshot = ClusterSnapshot()
+        self._tracked: set[str] = set()
+        self._refresh: _Refresh | None = None
+        self._closed = False
+
+    # -- metadata --------------------------------------------------------------------------
+
+    async def bootstrap(self) -> ClusterSnapshot:
+        """Fetch the first metadata (brokers, and any tracked topics).
+
+        Raises:
+            KafkaTimeoutError: no bootstrap address answered within ``default_api_timeout_ms``;
+                the message names each address tried and its error.
+        """
+        return await self.refresh()
+
+    def track(self, topics: Iterable[str]) -> None:
+        """Add ``topics`` to those every refresh asks about."""
+        self._tracked.update(topics)
+
+    def untrack(self, topics: Iterable[str]) -> None:
+        """Stop asking about ``topics`` (deleted, or no longer used)."""
+        self._tracked.difference_update(topics)
+
+    async def refresh(
+        self, topics: Collection[str] | None = None, *, all_topics: bool = False
+    ) -> ClusterSnapshot:
+        """Refresh the metadata now and return the new snapshot.
+
+        ``topics`` are added to the tracked topics first. Concurrent calls share one
+        request when it covers what they need.
+        """
+        if topics:
+            self._tracked.update(topics)
+        wanted: frozenset[str] | None = _ALL if all_topics else frozenset(self._tracked)
+        while True:
+            current = self._refresh
+            if current is None:
+                task = asyncio.create_task(
+                    self._fetch_metadata(wanted), name="aiostream-kafka metadata refresh"
+                )
+                current = self._refresh = _Refresh(wanted, task)
+                task.add_done_callback(self._refresh_done)
+                return await asyncio.shield(task)
+            covered = current.covers(wanted)
+            try:
+                snapshot = await asyncio.shield(current.task)
+            except KafkaError:
+                if covered:
+                    raise
+                continue
+            if covered:
+                return snapshot
+
+    def _refresh_done(self, task: asyncio.Task[ClusterSnapshot]) -> None:
+        if self._refresh is not None and self._refresh.task is task:
+            self._refresh = None
+        if not task.cancelled():
+            task.exception()  # retrieved here, so that no waiter-less failure is logged
+
+    async def ensure_fresh(self, topics: Collection[str] = ()) -> ClusterSnapshot:
+        """Return the snapshot, refreshing first if it is older than
+        ``metadata_max_age_ms`` or lacks one of ``topics`` (or knows it only as an error)."""
+        age_ms = (time.monotonic() - self.snapshot.fetched_at) * 1000
+        known = self.snapshot.topics
+        missing = [t for t in topics if t not in known or known[t].error_code != 0]
+        if age_ms > self.config.metadata_max_age_ms or missing or not self.snapshot.brokers:
+            return await self.refresh(topics)
+        return self.snapshot
+
+    def _candidates(self, tried_known: bool) -> list[tuple[str, int, int | None]]:
+        known: list[tuple[str, int, int | None]] = [
+            (b.host, b.port, b.node_id) for b in self.snapshot.brokers.values()
+        ]
+        random.shuffle(known)
+        known.sort(key=lambda c: self.pool.backoff_remaining(c[0], c[1]))
+        bootstrap: list[tuple[str, int, int | None]] = [
+            (h, p, None) for h, p in self.config.addresses
+        ]
+        if not known or tried_known:
+            return bootstrap + [c for c in known if (c[0], c[1]) not in self.config.addresses]
+        return known
+
+    async def _fetch_metadata(self, topics: frozenset[str] | None) -> ClusterSnapshot:
+        timeout_s = self.config.default_api_timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        failures: dict[Address, str] = {}
+        rounds = 0
+        request = MetadataRequest(
+            topics=None
+            if topics is None
+            else [MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)],
+            allow_auto_topic_creation=False,
+        )
+        while True:
+            for host, port, node_id in self._candidates(tried_known=rounds > 0):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    async with asyncio.timeout(remaining):
+                        conn = await self.pool.get(host, port, Lane.CONTROL, node_id)
+                        response = await conn.request(
+                            request,
+                            timeout_ms=min(self.config.request_timeout_ms, remaining * 1000),
+                        )
+                except (NetworkError, KafkaTimeoutError, TimeoutError) as exc:
+                    failures[(host, port)] = str(exc) or type(exc).__name__
+                    continue
+                assert isinstance(response, MetadataResponse)
+                self.snapshot = self.snapshot.merged(response, replace_topics=topics is None)
+                return self.snapshot
+            rounds += 1
+            if time.monotonic() >= deadline:
+                tried = "; ".join(f"{h}:{p}: {why}" for (h, p), why in failures.items())
+                raise KafkaTimeoutError(
+                    f"no broker answered a metadata request within default_api_timeout_ms="
+                    f"{self.config.default_api_timeout_ms} (tried {tried or 'nothing'}). "
+                    "Check bootstrap_servers and that the brokers are up and reachable."
+                )
+            backoff = min(
+                self.config.retry_backoff_max_ms, self.config.retry_backoff_ms * 2**rounds
+            )
+            await asyncio.sleep(min(backoff / 1000, max(0.0, deadline - time.monotonic())))
+
+    def apply_leader_hint(
+        self,
+        tp: TopicPartition,
+        leader: int,
+        leader_epoch: int,
+        broker: BrokerMetadata | None = None,
+    ) -> bool:
+        """Take a KIP-951 new-leader hint from a Produce or Fetch response.
+
+        Applied only when ``leader_epoch`` is newer than the known one. Returns whether the
+        snapshot changed.
+        """
+        if leader < 0 or leader_epoch < 0:
+            return False
+        updated = self.snapshot.with_leader(tp, leader, leader_epoch, broker)
+        changed = updated is not self.snapshot
+        self.snapshot = updated
+        return changed
+
+    # -- connections and requests -----------------------------------------------------------
+
+    async def connection(self, node_id: int, lane: Lane = Lane.CONTROL) -> BrokerConnection:
+        """Return a connection to broker ``node_id`` for ``lane``.
+
+        Raises:
+            NetworkError: the broker is not in the metadata (even after a refresh), or it
+                cannot be reached.
+        """
+        broker = self.snapshot.brokers.get(node_id)
+        if broker is None:
+            await self.refresh()
+            broker = self.snapshot.brokers.get(node_id)
+            if broker is None:
+                raise NetworkError(f"broker {node_id} is not in the cluster metadata")
+        return await self.pool.get(broker.host, broker.port, lane, node_id)
+
+    async def any_connection(self, lane: Lane = Lane.CONTROL) -> BrokerConnection:
+        """Return a connection to some live broker, preferring one already open."""
+        for conn in self.pool.connections():
+            if not conn.closed and conn.node_id is not None:
+                return conn
+        if not self.snapshot.brokers:
+            await self.refresh()
+        errors = []
+        for _ in range(2):
+            brokers = list(self.snapshot.brokers.values())
+            random.shuffle(brokers)
+            brokers.sort(key=lambda b: self.pool.backoff_remaining(b.host, b.port))
+            for broker in brokers:
+                try:
+                    return await self.pool.get(broker.host, broker.port, lane, broker.node_id)
+                except (NetworkError, KafkaTimeoutError) as exc:
+                    errors.append(f"broker {broker.node_id}: {exc}")
+            await self.refresh()
+        raise NetworkError("no broker reachable: " + "; ".join(errors))
+
+    async def send(
+        self,
+        node_id: int | None,
+        request: Request,
+        *,
+        lane: Lane = Lane.CONTROL,
+        timeout_ms: float | None = None,
+    ) -> Response:
+        """Send ``request`` to broker ``node_id`` (None: any broker) and return the response.
+
+        Raises what :meth:`BrokerConnection.request` raises.
+        """
+        conn = (
+            await self.any_connection(lane)
+            if node_id is None
+            else await self.connection(node_id, lane)
+        )
+        return await conn.request(request, timeout_ms=timeout_ms)
+
+    async def close(self) -> None:
+        """Stop any refresh and close every connection."""
+        self._closed = True
+        current, self._refresh = self._refresh, None
+        if current is not None:
+            current.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KafkaError):
+                await current.task
+        await self.pool.close()
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError

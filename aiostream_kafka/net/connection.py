@@ -1,0 +1,342 @@
+"""``BrokerConnection``: one socket to one broker, requests pipelined over it.
+
+One reader task owns the read side of the socket. A caller of :meth:`request` encodes its
+request, registers a future under a fresh correlation id, writes the frame (awaiting
+``drain()``, so a slow broker pushes back on writers) and awaits the future; the reader
+task splits the byte stream into frames and completes the future whose correlation id a
+frame carries. Many requests are in flight at once, up to ``max_in_flight``.
+
+Why the pieces are the way they are:
+
+* The broker answers the requests of one connection one at a time, in order, so a
+  response that does not match the oldest outstanding correlation id means the stream is
+  out of step: the connection is failed as a whole (``ProtocolError``).
+* A cancelled caller gives up only its own future. The response still arrives (the broker
+  has the request) and the reader drops it; the in-flight slot is freed only then, so the
+  bound counts what the broker really holds.
+* A request that times out leaves the connection with an answer owed that may never come,
+  and every request behind it waits on it; like Kafka's Java client, the connection is
+  closed, failing the others with a retriable :class:`NetworkError`.
+* Responses are decoded by the caller, not by the reader: a cancelled caller costs no
+  decoding, and a malformed body fails only its own request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import ssl as ssl_module
+from dataclasses import dataclass
+from typing import TypeVar
+
+from aiostream_kafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from aiostream_kafka.protocol.base import Request, Response
+from aiostream_kafka.protocol.error_codes import error_from_code
+from aiostream_kafka.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
+from aiostream_kafka.protocol.headers import decode_response, encode_request, peek_correlation_id
+from aiostream_kafka.protocol.messages import API_NAMES
+from aiostream_kafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from aiostream_kafka.protocol.versions import ApiVersionTable
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=Response)
+
+_UNSUPPORTED_VERSION = 35
+_READ_CHUNK = 256 * 1024
+_STREAM_LIMIT = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """What every connection of a client shares. Validated by the client's config."""
+
+    client_id: str = "aiostream-kafka"
+    request_timeout_ms: int = 30_000
+    connect_timeout_ms: int = 10_000
+    max_in_flight: int = 100
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ssl_context: ssl_module.SSLContext | None = None
+    client_software_name: str = "aiostream-kafka"
+    client_software_version: str = "0.1.0.dev0"
+
+
+class _Pending:
+    __slots__ = ("api_key", "future", "version")
+
+    def __init__(self, api_key: int, version: int, future: asyncio.Future[bytes]) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.future = future
+
+
+class BrokerConnection:
+    """A connection to the broker at ``host:port``; create with :meth:`open`.
+
+    ``node_id`` is the broker's id when known (None for a bootstrap address), used in
+    messages. The connection is not re-opened when lost: it fails every request with a
+    retriable :class:`NetworkError` and reports ``closed``; the pool opens a new one.
+    """
+
+    def __init__(
+        self, host: str, port: int, settings: ConnectionSettings, node_id: int | None = None
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.settings = settings
+        self.api_versions: ApiVersionTable | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._correlation_ids = itertools.count(1)
+        self._slots = asyncio.Semaphore(settings.max_in_flight)
+        self._closed: KafkaError | None = None
+
+    def __repr__(self) -> str:
+        node = f" node {self.node_id}" if self.node_id is not None else ""
+        state = "closed" if self._closed else "open"
+        return f"<BrokerConnection{node} {self.host}:{self.port} {state}>"
+
+    @property
+    def description(self) -> str:
+        """``"broker 2 (127.0.0.1:9092)"`` or ``"127.0.0.1:9092"`` for messages."""
+        if self.node_id is not None and self.node_id >= 0:
+            return f"broker {self.node_id} ({self.host}:{self.port})"
+        return f"{self.host}:{self.port}"
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection failed or was closed; it takes no more requests."""
+        return self._closed is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written whose response has not been read yet."""
+        return len(self._pending)
+
+    @classmethod
+    async def open(
+        cls, host: str, port: int, settings: ConnectionSettings, node_id: int | None = None
+    ) -> BrokerConnection:
+        """Connect, start the reader task and negotiate API versions (ApiVersions).
+
+        Raises:
+            NetworkError: the broker cannot be reached or the connection drops.
+            KafkaTimeoutError: connecting took longer than ``connect_timeout_ms``.
+            UnsupportedVersionError: the broker shares no ApiVersions version with us.
+        """
+        conn = cls(host, port, settings, node_id)
+        try:
+            await conn._connect()
+            await conn._negotiate()
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _connect(self) -> None:
+        timeout_s = self.settings.connect_timeout_ms / 1000
+        ctx = self.settings.ssl_context
+        try:
+            async with asyncio.timeout(timeout_s):
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=ctx,
+                    server_hostname=self.host if ctx is not None else None,
+                    limit=_STREAM_LIMIT,
+                )
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"connecting to {self.description} took longer than "
+                f"connect_timeout_ms={self.settings.connect_timeout_ms}"
+            ) from None
+        except ssl_module.SSLError as exc:
+            raise NetworkError(f"TLS handshake with {self.description} failed: {exc}") from exc
+        except OSError as exc:
+            raise NetworkError(f"cannot connect to {self.description}: {exc}") from exc
+        self._reader_task = asyncio.create_task(
+            self._read_loop(), name=f"aiostream-kafka reader {self.host}:{self.port}"
+        )
+
+    async def _negotiate(self) -> None:
+        version = ApiVersionsRequest.MAX_STABLE_VERSION
+        request = ApiVersionsRequest(
+            client_software_name=self.settings.client_software_name,
+            client_software_version=self.settings.client_software_version,
+        )
+        for _ in range(2):
+            response = await self.request(request, version=version)
+            assert isinstance(response, ApiVersionsResponse)
+            if response.error_code == _UNSUPPORTED_VERSION:
+                # KIP-511: the broker answers with its own ApiVersions range; retry within it.
+                broker_range = next(
+                    (a for a in response.api_keys if a.api_key == ApiVersionsRequest.API_KEY), None
+                )
+                if broker_range is None:
+                    break
+                version = min(version, broker_range.max_version)
+                continue
+            if response.error_code != 0:
+                raise error_from_code(response.error_code, f"ApiVersions to {self.description}")
+            self.api_versions = ApiVersionTable.from_response(response)
+            return
+        raise UnsupportedVersionError(
+            f"{self.description} supports no ApiVersions version this client speaks"
+        )
+
+    def version_for(self, request_type: type[Request]) -> int:
+        """Return the negotiated version of ``request_type`` for this broker.
+
+        Raises :class:`UnsupportedVersionError` naming the API and both version ranges.
+        """
+        if self.api_versions is None:
+            return request_type.MIN_VERSION
+        return self.api_versions.version_for(request_type.API_KEY)
+
+    async def request(
+        self,
+        request: Request,
+        *,
+        version: int | None = None,
+        timeout_ms: float | None = None,
+        expect_response: bool = True,
+    ) -> Response:
+        """Send ``request`` and return the broker's response, decoded.
+
+        ``version`` defaults to the negotiated one. ``timeout_ms`` (default
+        ``request_timeout_ms``) bounds the wait for the response; when it passes the
+        connection is closed. With ``expect_response=False`` (Produce with acks=0) it
+        returns as soon as the request is written, with ``None`` typed as a response.
+
+        Raises:
+            NetworkError: the connection is closed or was lost (retriable).
+            KafkaTimeoutError: no response within the timeout (retriable).
+            ProtocolError: the response does not decode.
+            UnsupportedVersionError: no common version of this API with the broker.
+        """
+        if self._closed is not None:
+            raise NetworkError(f"connection to {self.description} is closed: {self._closed}")
+        if version is None:
+            version = self.version_for(type(request))
+        api_key = request.API_KEY
+        correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+        frame = encode_request(request, version, correlation_id, self.settings.client_id)
+        if len(frame) - 4 > self.settings.max_frame_bytes:
+            raise ProtocolError(
+                f"{API_NAMES.get(api_key, api_key)} request of {len(frame) - 4} bytes exceeds "
+                f"max_frame_bytes={self.settings.max_frame_bytes}"
+            )
+        await self._slots.acquire()
+        if self._closed is not None:  # closed while we waited for a slot
+            self._slots.release()
+            raise NetworkError(f"connection to {self.description} is closed: {self._closed}")
+        future: asyncio.Future[bytes] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = _Pending(api_key, version, future)
+        else:
+            self._slots.release()
+        writer = self._writer
+        assert writer is not None
+        try:
+            writer.write(frame)
+            await writer.drain()
+        except (OSError, RuntimeError) as exc:
+            error = NetworkError(f"writing to {self.description} failed: {exc}")
+            self._fail(error)
+            raise error from exc
+        if future is None:
+            return None  # type: ignore[return-value]  # documented: no response for acks=0
+        timeout_s = (
+            timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms
+        ) / 1000
+        try:
+            async with asyncio.timeout(timeout_s):
+                payload = await future
+        except TimeoutError:
+            name = API_NAMES.get(api_key, str(api_key))
+            timeout_error = KafkaTimeoutError(
+                f"{name} request to {self.description} got no response within "
+                f"{timeout_s * 1000:.0f} ms; the connection is closed"
+            )
+            self._fail(NetworkError(f"a {name} request timed out on this connection"))
+            raise timeout_error from None
+        return decode_response(api_key, version, payload)[1]
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        decoder = FrameDecoder(self.settings.max_frame_bytes)
+        try:
+            while True:
+                data = await reader.read(_READ_CHUNK)
+                if not data:
+                    raise NetworkError(f"{self.description} closed the connection")
+                for frame in decoder.feed(data):
+                    self._dispatch(frame)
+        except asyncio.CancelledError:
+            self._fail(NetworkError("connection closed by the client"))
+            raise
+        except KafkaError as exc:
+            self._fail(exc if isinstance(exc, NetworkError) else _as_network_error(exc, self))
+        except OSError as exc:
+            self._fail(NetworkError(f"connection to {self.description} lost: {exc}"))
+
+    def _dispatch(self, frame: bytes) -> None:
+        correlation_id = peek_correlation_id(frame)
+        oldest = next(iter(self._pending), None)
+        if correlation_id != oldest:
+            raise ProtocolError(
+                f"{self.description} answered correlation id {correlation_id}, expected {oldest}"
+            )
+        pending = self._pending.pop(correlation_id)
+        self._slots.release()
+        if not pending.future.done():  # else its caller was cancelled: drop the response
+            pending.future.set_result(frame)
+
+    def _fail(self, error: KafkaError) -> None:
+        """Mark the connection dead, fail every in-flight request, close the socket."""
+        if self._closed is None:
+            self._closed = error
+            if self._pending:
+                log.info("%s: failing %d in-flight request(s): %s", self, len(self._pending), error)
+        pending, self._pending = self._pending, {}
+        for entry in pending.values():
+            self._slots.release()
+            if not entry.future.done():
+                entry.future.set_exception(error)
+        if self._writer is not None:
+            # The reader task sees the end of the stream and returns by itself; close()
+            # awaits it.
+            self._writer.close()
+
+    async def close(self) -> None:
+        """Close the connection; in-flight requests fail with :class:`NetworkError`."""
+        self._fail(NetworkError(f"connection to {self.description} closed by the client"))
+        task, self._reader_task = self._reader_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if (current := asyncio.current_task()) is not None and current.cancelling():
+                raise asyncio.CancelledError
+        if self._writer is not None:
+            with contextlib.suppress(OSError, ssl_module.SSLError):
+                await self._writer.wait_closed()
+
+
+def _as_network_error(exc: KafkaError, conn: BrokerConnection) -> NetworkError:
+    error = NetworkError(f"connection to {conn.description} failed: {exc}")
+    error.__cause__ = exc
+    return error

@@ -1,0 +1,142 @@
+"""``ConnectionPool``: lazily opened connections per broker and lane, with back-off.
+
+A broker serves the requests of one connection one at a time, in order, so a long-poll
+Fetch would hold up a Produce or a Heartbeat queued behind it on the same socket. Each
+broker therefore gets up to one connection per :class:`Lane`, opened on first use.
+
+A lost connection is replaced on next use. Failed attempts to reach an address back off
+exponentially (``reconnect_backoff_ms`` doubling up to ``reconnect_backoff_max_ms``, with
+±20% jitter so that many clients do not reconnect in step, as Kafka's Java client does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+
+from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.net.connection import BrokerConnection, ConnectionSettings
+
+log = logging.getLogger(__name__)
+
+
+class Lane(enum.Enum):
+    """What a connection carries: fetches, produces, or everything else (metadata,
+    group coordination, admin)."""
+
+    CONTROL = "control"
+    PRODUCE = "produce"
+    FETCH = "fetch"
+
+
+class _Backoff:
+    __slots__ = ("failures", "not_before")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.not_before = 0.0
+
+
+class ConnectionPool:
+    """Owns every :class:`BrokerConnection` of one client; :meth:`close` closes them all."""
+
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        *,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+    ) -> None:
+        self.settings = settings
+        self.reconnect_backoff_ms = reconnect_backoff_ms
+        self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self._conns: dict[tuple[str, int, Lane], BrokerConnection] = {}
+        self._locks: dict[tuple[str, int, Lane], asyncio.Lock] = {}
+        self._backoff: dict[tuple[str, int], _Backoff] = {}
+        self._dead: list[BrokerConnection] = []
+        self._closed = False
+
+    def backoff_remaining(self, host: str, port: int) -> float:
+        """Seconds until ``host:port`` may be tried again (0 when it may now)."""
+        state = self._backoff.get((host, port))
+        if state is None:
+            return 0.0
+        return max(0.0, state.not_before - time.monotonic())
+
+    def _record_failure(self, host: str, port: int) -> None:
+        state = self._backoff.setdefault((host, port), _Backoff())
+        delay_ms = min(
+            self.reconnect_backoff_max_ms, self.reconnect_backoff_ms * (2**state.failures)
+        )
+        state.failures = min(state.failures + 1, 30)
+        state.not_before = time.monotonic() + delay_ms * random.uniform(0.8, 1.2) / 1000
+
+    async def get(
+        self, host: str, port: int, lane: Lane = Lane.CONTROL, node_id: int | None = None
+    ) -> BrokerConnection:
+        """Return an open connection to ``host:port`` for ``lane``, opening it if needed.
+
+        Concurrent callers for the same broker and lane share one connection attempt. After
+        failures, an attempt waits out the address's back-off first.
+
+        Raises:
+            NetworkError, KafkaTimeoutError: the broker cannot be reached.
+            RuntimeError: the pool is closed.
+        """
+        key = (host, port, lane)
+        conn = self._conns.get(key)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if self._closed:
+                raise RuntimeError("the connection pool is closed")
+            conn = self._conns.get(key)
+            if conn is not None and not conn.closed:
+                return conn
+            if conn is not None:
+                self._retire(key, conn)
+            delay = self.backoff_remaining(host, port)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            try:
+                conn = await BrokerConnection.open(host, port, self.settings, node_id)
+            except KafkaError:
+                self._record_failure(host, port)
+                raise
+            self._backoff.pop((host, port), None)
+            if self._closed:  # closed while we connected
+                await conn.close()
+                raise RuntimeError("the connection pool is closed")
+            self._conns[key] = conn
+            log.debug("opened %s for the %s lane", conn, lane.value)
+            return conn
+
+    def _retire(self, key: tuple[str, int, Lane], conn: BrokerConnection) -> None:
+        self._conns.pop(key, None)
+        self._dead.append(conn)
+        self._record_failure(key[0], key[1])
+
+    def connections(self) -> list[BrokerConnection]:
+        """The connections currently held (open or not yet noticed dead)."""
+        return list(self._conns.values())
+
+    async def reap(self) -> None:
+        """Await the reader tasks of connections that died and were replaced."""
+        dead, self._dead = self._dead, []
+        for conn in dead:
+            await conn.close()
+
+    async def close(self) -> None:
+        """Close every connection and await its reader task."""
+        self._closed = True
+        conns = list(self._conns.values()) + self._dead
+        self._conns.clear()
+        self._dead = []
+        results = await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+        for result in results:
+            if isinstance(result, asyncio.CancelledError):
+                raise result
