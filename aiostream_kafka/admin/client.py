@@ -242,7 +242,7 @@ class Admin:
 
         Raises:
             TopicAlreadyExistsError, InvalidReplicationFactorError, InvalidPartitionsError,
-            InvalidConfigurationError, ...: the broker's error for the first topic that
+            InvalidConfigError, ...: the broker's error for the first topic that
             failed (the message names every topic that failed).
             KafkaTimeoutError: retriable errors persisted past the timeout.
         """
@@ -281,7 +281,11 @@ class Admin:
         self._cluster.untrack(names)
         return {n: _describe(snapshot.topics[n]) if n in snapshot.topics else None for n in names}
 
-    async def _wait_for_leaders(self, names: Collection[str], timeout_ms: int) -> None:
+    async def _wait_for_leaders(
+        self, names: Collection[str], timeout_ms: int, counts: Mapping[str, int] | None = None
+    ) -> None:
+        """Wait until the metadata shows every partition of ``names`` with a leader (and,
+        with ``counts``, that many partitions)."""
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             snapshot = await self._cluster.refresh(names)
@@ -289,6 +293,7 @@ class Admin:
                 n in snapshot.topics
                 and snapshot.topics[n].error_code == 0
                 and snapshot.topics[n].partitions
+                and (counts is None or len(snapshot.topics[n].partitions) >= counts[n])
                 and all(p.leader >= 0 for p in snapshot.topics[n].partitions.values())
                 for n in names
             )
@@ -344,7 +349,8 @@ class Admin:
         timeout_ms: int | None = None,
         validate_only: bool = False,
     ) -> None:
-        """Raise the partition count of each topic to the given total.
+        """Raise the partition count of each topic to the given total; return once the
+        new partitions have leaders.
 
         Raises:
             InvalidPartitionsError: a count is not larger than the current one.
@@ -377,6 +383,9 @@ class Admin:
             self._raise_first(errors)
 
         await self._with_retries("create_partitions", attempt, timeout_ms)
+        if not validate_only:
+            await self._wait_for_leaders(list(new_counts), timeout, counts=new_counts)
+            self._cluster.untrack(new_counts)
 
     async def list_topics(self, *, include_internal: bool = False) -> dict[str, TopicDescription]:
         """Return every topic of the cluster (internal ones only with ``include_internal``)."""
@@ -455,10 +464,12 @@ class Admin:
             meta = snapshot.partition(tp)
             if meta is None:
                 if topic is not None:
-                    raise ec.UnknownTopicOrPartitionError(
+                    missing = ec.UnknownTopicOrPartitionError(
                         f"partition {tp.partition} of topic {tp.topic!r} does not exist "
                         f"(it has {len(topic.partitions)} partitions)"
                     )
+                    missing.retriable = False  # the metadata is fresh: waiting will not help
+                    raise missing
                 raise _Retry(ec.UnknownTopicOrPartitionError(f"topic {tp.topic!r} is unknown"))
             if meta.leader < 0:
                 raise _Retry(ec.LeaderNotAvailableError(f"{tp} has no leader"))
@@ -693,7 +704,7 @@ class Admin:
         """Apply config changes (set, delete, append, subtract) to each resource.
 
         Raises:
-            InvalidConfigurationError, InvalidRequestError, ...: the broker's error for the
+            InvalidConfigError, InvalidRequestError, ...: the broker's error for the
             first resource that failed.
         """
         by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
@@ -794,8 +805,8 @@ class Admin:
     ) -> dict[str, ConsumerGroupDescription]:
         """Describe classic consumer groups: state, protocol and members' assignments.
 
-        A group that does not exist is described with state ``"Dead"`` and no members, as
-        Kafka does.
+        Raises:
+            GroupIdNotFoundError: a group does not exist (Kafka 4 brokers, KIP-1043).
         """
         results: dict[str, ConsumerGroupDescription] = {}
         for group_id in group_ids:
