@@ -173,10 +173,14 @@ class Admin:
         return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
 
     async def _with_retries(
-        self, what: str, attempt: Callable[[], Awaitable[T]], timeout_ms: int | None = None
+        self,
+        what: str,
+        attempt: Callable[[], Awaitable[T]],
+        timeout_ms: int | None = None,
+        topics: Collection[str] = (),
     ) -> T:
         """Run ``attempt`` until it succeeds, retrying retriable errors with back-off until
-        the timeout; refresh metadata between attempts."""
+        the timeout; refresh metadata (of ``topics`` too) between attempts."""
         deadline = time.monotonic() + self._timeout_ms(timeout_ms) / 1000
         backoff_ms = self.config.retry_backoff_ms
         while True:
@@ -201,7 +205,7 @@ class Admin:
             if isinstance(error, ec.NotCoordinatorError | ec.CoordinatorNotAvailableError):
                 self._coordinators.clear()  # the coordinator moved: look it up again
             try:
-                await self._cluster.refresh()
+                await self._cluster.refresh(topics)
             except KafkaTimeoutError:
                 pass  # the next attempt reports the real problem
 
@@ -516,7 +520,11 @@ class Admin:
             self._raise_first(errors)
             return results
 
-        return await self._with_retries("list_offsets", attempt, timeout_ms)
+        topics = {tp.topic for tp in specs}
+        try:
+            return await self._with_retries("list_offsets", attempt, timeout_ms, topics=topics)
+        finally:
+            self._cluster.untrack(topics)
 
     async def _list_offsets_on(
         self,
@@ -621,7 +629,12 @@ class Admin:
             self._raise_first(all_errors)
             return results
 
-        return await self._with_retries("delete_records", attempt, timeout_ms)
+        try:
+            return await self._with_retries(
+                "delete_records", attempt, timeout_ms, topics={tp.topic for tp in offsets}
+            )
+        finally:
+            self._cluster.untrack({tp.topic for tp in offsets})
 
     # -- configs ---------------------------------------------------------------------------
 

@@ -1,0 +1,123 @@
+"""Faults on a real 3-broker cluster: brokers killed while requests are in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from aiostream_kafka.admin import Admin, NewTopic, OffsetSpec
+from aiostream_kafka.errors import NetworkError
+from aiostream_kafka.net import Lane
+from aiostream_kafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from aiostream_kafka.structs import TopicPartition
+from aiostream_kafka.testing import KafkaCluster
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),
+        reason="fault tests need brokers this process starts; KAFKA_BOOTSTRAP_SERVERS is set",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def three_brokers():  # type: ignore[no-untyped-def]
+    cluster = KafkaCluster(brokers=3)
+    cluster.start_blocking()
+    try:
+        yield cluster
+    finally:
+        cluster.close_blocking()
+
+
+def _long_poll(topic: str, topic_id: object, partition: int, epoch: int) -> FetchRequest:
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=10_000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                topic_id=topic_id,  # type: ignore[arg-type]
+                partitions=[
+                    FetchRequest.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=epoch,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+    )
+
+
+async def test_killing_the_leader_mid_request(three_brokers: KafkaCluster) -> None:
+    async with Admin(three_brokers.bootstrap_servers, default_api_timeout_ms=60_000) as admin:
+        topic = "moving-leaders"
+        created = await admin.create_topics([NewTopic(topic, partitions=3, replication_factor=3)])
+        description = created[topic]
+        assert description is not None
+        tp = TopicPartition(topic, 0)
+        old = description.partitions[0]
+        cluster = admin.cluster
+
+        # Long polls parked at the leader of partition 0 when it dies.
+        conn = await cluster.connection(old.leader, Lane.FETCH)
+        request = _long_poll(topic, description.topic_id, 0, old.leader_epoch)
+        in_flight = [
+            asyncio.create_task(conn.request(request, timeout_ms=30_000)) for _ in range(5)
+        ]
+        await asyncio.sleep(0.3)
+        assert conn.in_flight == 5
+
+        await three_brokers.kill_broker(old.leader)
+        results = await asyncio.gather(*in_flight, return_exceptions=True)
+        assert all(isinstance(r, NetworkError) and r.retriable for r in results), results
+        assert conn.closed
+
+        # Admin calls retry through the election: the next answer comes from the new leader.
+        latest = await admin.list_offsets({tp: OffsetSpec.latest()})
+        assert latest[tp].offset == 0
+        moved = cluster.snapshot.partition(tp)
+        assert moved is not None
+        assert moved.leader != old.leader and moved.leader >= 0
+        assert moved.leader_epoch > old.leader_epoch
+
+        # And a fresh request to the new leader succeeds.
+        new_conn = await cluster.connection(moved.leader, Lane.FETCH)
+        request = _long_poll(topic, description.topic_id, 0, moved.leader_epoch)
+        request.max_wait_ms = 0
+        response = await new_conn.request(request)
+        assert isinstance(response, FetchResponse)
+        assert response.responses[0].partitions[0].error_code == 0
+
+        # The killed broker's address is backed off, not hammered.
+        dead = cluster.snapshot.brokers.get(old.leader)
+        if dead is not None:
+            with pytest.raises(NetworkError):
+                await cluster.connection(old.leader, Lane.CONTROL)
+
+        await three_brokers.start_broker(old.leader)
+        back = await admin.describe_topics([topic])
+        assert all(len(p.replicas) == 3 for p in back[topic].partitions)
+
+
+async def test_metadata_survives_losing_the_bootstrap_broker(three_brokers: KafkaCluster) -> None:
+    """Bootstrap through one broker, lose it: metadata comes from the brokers learned."""
+    first = three_brokers.bootstrap_servers.split(",")[0]
+    async with Admin(first, default_api_timeout_ms=60_000) as admin:
+        before = await admin.describe_cluster()
+        assert len(before.brokers) == 3
+        await admin.cluster.refresh()
+        await three_brokers.stop_broker(1)
+        try:
+            snapshot = await admin.cluster.refresh()
+            assert snapshot.brokers  # answered by broker 2 or 3
+            topics = await admin.list_topics()
+            assert isinstance(topics, dict)
+        finally:
+            await three_brokers.start_broker(1)
