@@ -88,7 +88,7 @@ def _module(codec: CompressionType) -> Any:
 
             mod = cramjam
         elif codec is CompressionType.LZ4:
-            import lz4.frame
+            import lz4.frame  # type: ignore[import-untyped]
 
             mod = lz4.frame
         else:
@@ -221,10 +221,10 @@ def decompress(
         if len(data) > max_decompressed_bytes:
             raise _over_limit("uncompressed", max_decompressed_bytes)
         return bytes(data)
-    if codec is CompressionType.GZIP:
-        return _gunzip(data, max_decompressed_bytes)
-    mod = _module(codec)
+    mod: Any = None if codec is CompressionType.GZIP else _module(codec)
     try:
+        if codec is CompressionType.GZIP:
+            return _gunzip(data, max_decompressed_bytes)
         if codec is CompressionType.LZ4:
             return _lz4_decompress(mod, data, max_decompressed_bytes)
         if codec is CompressionType.ZSTD:
@@ -239,6 +239,9 @@ def decompress(
         raise CorruptRecordError(f"corrupt {codec.name.lower()} data: {exc}") from exc
 
 
+_STEP: Final = 1024 * 1024  # output produced per codec call at most (gzip, lz4)
+
+
 def _gunzip(data: _Buffer, limit: int) -> bytes:
     parts: list[bytes] = []
     total = 0
@@ -248,7 +251,7 @@ def _gunzip(data: _Buffer, limit: int) -> bytes:
             # wbits=47 = 32 + 15: accept a gzip or a zlib header.
             dec = zlib.decompressobj(47)
             while not dec.eof:
-                chunk = dec.decompress(tail, limit - total + 1)
+                chunk = dec.decompress(tail, min(limit - total + 1, _STEP))
                 total += len(chunk)
                 if total > limit:
                     raise _over_limit("gzip", limit)
@@ -265,9 +268,6 @@ def _gunzip(data: _Buffer, limit: int) -> bytes:
     except zlib.error as exc:
         raise CorruptRecordError(f"corrupt gzip data: {exc}") from None
     return b"".join(parts)
-
-
-_STEP: Final = 1024 * 1024  # output produced per codec call at most (lz4)
 
 
 def _lz4_decompress(lz4f: Any, data: _Buffer, limit: int) -> bytes:
@@ -349,7 +349,7 @@ def _snappy_block(snappy: Any, block: _Buffer, budget: int, limit: int) -> bytes
 
 def _snappy_decompress(snappy: Any, data: _Buffer, limit: int) -> bytes:
     view = memoryview(data).cast("B")
-    if not (len(view) >= 16 and view[:8] == _XERIAL_MAGIC):
+    if not (len(view) >= 16 and view[:8].tobytes() == _XERIAL_MAGIC):
         return _snappy_block(snappy, view, limit, limit)
     parts: list[bytes] = []
     total = 0
