@@ -1,10 +1,11 @@
 """Base classes of the generated Kafka messages.
 
 Every generated struct (a request, a response, a header, a data schema, or a struct
-nested in one of those) is a ``@dataclass(slots=True)`` that derives from
-:class:`Message`. The generator attaches to each class one encoder and one decoder
-function per version; :meth:`Message.encode` and :meth:`Message.decode` look the
-version up once in a dict and call straight-line code for it -- there is no schema
+nested in one of those) is a ``__slots__`` class with a typed ``__init__`` (keyword
+defaults from the schema) that derives from :class:`Message`; equality and ``repr``
+cover every slot, like a dataclass. The generator attaches to each class one encoder and
+one decoder function per version; :meth:`Message.encode` and :meth:`Message.decode` look
+the version up once in a dict and call straight-line code for it -- there is no schema
 interpreter at run time.
 """
 
@@ -18,6 +19,7 @@ from aiostream_kafka.errors import ProtocolError, UnsupportedVersionError
 
 __all__ = [
     "API_VERSIONS_API_KEY",
+    "MISSING",
     "DataMessage",
     "FieldInfo",
     "Header",
@@ -35,6 +37,20 @@ API_VERSIONS_API_KEY = 18
 # unless raised). UnicodeDecodeError is a ValueError.
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, OverflowError, MemoryError, RecursionError)
 
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: Default of generated ``__init__`` parameters whose default is a fresh list, dict or
+#: struct (``None`` cannot serve: it means null in nullable fields).
+MISSING: Any = _Missing()
+
+_VERSION = struct.Struct(">h")
+
 Encoder = Callable[[Any, bytearray], None]
 Decoder = Callable[[memoryview, int], tuple[Any, int]]
 
@@ -51,7 +67,7 @@ class FieldInfo(NamedTuple):
     #: Field name in the Kafka schema (CamelCase).
     kafka_name: str
     #: Schema type: ``int32``, ``string``, ``[]int32``, ``[]FetchTopic``, ``records``...
-    type: str
+    kafka_type: str
     #: The generated class of a struct or struct-array field, else ``None``.
     struct: type[Message] | None
     #: Versions in which the field is on the wire.
@@ -76,8 +92,6 @@ class Message:
     not know so that a decode/encode round trip loses nothing.
     """
 
-    __slots__ = ()
-
     #: Lowest and highest version this struct can be encoded in.
     MIN_VERSION: ClassVar[int]
     MAX_VERSION: ClassVar[int]
@@ -88,7 +102,23 @@ class Message:
     _ENCODERS: ClassVar[dict[int, Encoder]] = {}
     _DECODERS: ClassVar[dict[int, Decoder]] = {}
 
+    __slots__ = ()
     unknown_tagged_fields: dict[int, bytes]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self._slot_names())
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a dataclass with eq
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._slot_names())
+        return f"{type(self).__qualname__}({values})"
+
+    def _slot_names(self) -> tuple[str, ...]:
+        names: tuple[str, ...] = type(self).__slots__
+        return names
 
     @classmethod
     def is_flexible(cls, version: int) -> bool:
@@ -126,6 +156,12 @@ class Message:
         try:
             encoder(self, out)
         except struct.error as exc:
+            raise ValueError(f"cannot encode {type(self).__qualname__} v{version}: {exc}") from exc
+        except UnsupportedVersionError as exc:
+            raise UnsupportedVersionError(
+                f"cannot encode {type(self).__qualname__} v{version}: {exc}"
+            ) from None
+        except ValueError as exc:
             raise ValueError(f"cannot encode {type(self).__qualname__} v{version}: {exc}") from exc
 
     @classmethod
@@ -218,6 +254,43 @@ class Header(Message):
 
 
 class DataMessage(Message):
-    """A versioned struct carried inside other payloads (e.g. consumer group metadata)."""
+    """A versioned struct carried inside other payloads, after an int16 version.
+
+    Consumer group member metadata (``ConsumerProtocolSubscription``), assignments
+    (``ConsumerProtocolAssignment``) and control records (``ControlRecordTypeSchema``,
+    ``EndTxnMarker``) travel as ``int16 version`` + struct.
+    """
 
     __slots__ = ()
+
+    def encode_versioned(self, version: int) -> bytes:
+        """Return the int16 ``version`` followed by this struct encoded in it."""
+        out = bytearray(_VERSION.pack(version))
+        self.encode_into(out, version)
+        return bytes(out)
+
+    @classmethod
+    def decode_versioned(cls, buf: bytes | bytearray | memoryview) -> tuple[Self, int]:
+        """Decode ``int16 version`` + struct; return ``(struct, version on the wire)``.
+
+        A version newer than this client knows is read as the newest known one and the
+        bytes after it are ignored, as Kafka does: newer versions only append fields.
+        Raises :class:`ProtocolError` for malformed input or a version below
+        ``MIN_VERSION``.
+        """
+        view = buf if isinstance(buf, memoryview) else memoryview(buf)
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
+        if len(view) < 2:
+            raise ProtocolError(f"{cls.__qualname__}: {len(view)} bytes hold no version")
+        (version,) = _VERSION.unpack_from(view, 0)
+        if version < cls.MIN_VERSION:
+            raise ProtocolError(f"{cls.__qualname__}: unsupported version {version}")
+        if version > cls.MAX_VERSION:
+            return cls.decode_from(view, 2, cls.MAX_VERSION)[0], version
+        obj, end = cls.decode_from(view, 2, version)
+        if end != len(view):
+            raise ProtocolError(
+                f"{len(view) - end} trailing bytes after {cls.__qualname__} v{version}"
+            )
+        return obj, version

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from aiostream_kafka.errors import ProtocolError, UnsupportedVersionError
@@ -49,13 +50,17 @@ __all__ = [
     "read_compact_nullable_array_length",
     "read_compact_nullable_bytes",
     "read_compact_nullable_bytes_view",
+    "read_compact_nullable_number_array",
     "read_compact_nullable_string",
+    "read_compact_number_array",
     "read_compact_string",
     "read_fixed_array",
     "read_nullable_array_length",
     "read_nullable_bytes",
     "read_nullable_bytes_view",
+    "read_nullable_number_array",
     "read_nullable_string",
+    "read_number_array",
     "read_string",
     "read_struct_marker",
     "read_tagged_fields",
@@ -144,7 +149,11 @@ def read_nullable_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
 
 def read_compact_string(buf: memoryview, pos: int) -> tuple[str, int]:
     """Read a non-null compact string."""
-    n, pos = decode_unsigned_varint(buf, pos)
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = decode_unsigned_varint(buf, pos)
     if n == 0:
         raise ProtocolError("null string in a non-nullable field")
     n -= 1
@@ -158,7 +167,11 @@ def read_compact_string(buf: memoryview, pos: int) -> tuple[str, int]:
 
 def read_compact_nullable_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     """Read a compact string; a length varint of 0 is null."""
-    n, pos = decode_unsigned_varint(buf, pos)
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = decode_unsigned_varint(buf, pos)
     if n == 0:
         return None, pos
     n -= 1
@@ -232,6 +245,9 @@ def _int32_length(buf: memoryview, pos: int) -> tuple[int, int]:
 
 
 def _compact_length(buf: memoryview, pos: int) -> tuple[int, int]:
+    n = buf[pos]
+    if n < 0x80:
+        return n - 1, pos + 1
     n, pos = decode_unsigned_varint(buf, pos)
     return n - 1, pos
 
@@ -243,7 +259,7 @@ def read_bytes(buf: memoryview, pos: int) -> tuple[bytes, int]:
         raise ProtocolError("null bytes in a non-nullable field")
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return bytes(buf[pos:end]), end
 
 
@@ -254,7 +270,7 @@ def read_nullable_bytes(buf: memoryview, pos: int) -> tuple[bytes | None, int]:
         return None, pos
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return bytes(buf[pos:end]), end
 
 
@@ -265,7 +281,7 @@ def read_compact_bytes(buf: memoryview, pos: int) -> tuple[bytes, int]:
         raise ProtocolError("null bytes in a non-nullable field")
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return bytes(buf[pos:end]), end
 
 
@@ -276,7 +292,7 @@ def read_compact_nullable_bytes(buf: memoryview, pos: int) -> tuple[bytes | None
         return None, pos
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return bytes(buf[pos:end]), end
 
 
@@ -287,7 +303,7 @@ def read_bytes_view(buf: memoryview, pos: int) -> tuple[memoryview, int]:
         raise ProtocolError("null bytes in a non-nullable field")
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return buf[pos:end], end
 
 
@@ -298,7 +314,7 @@ def read_nullable_bytes_view(buf: memoryview, pos: int) -> tuple[memoryview | No
         return None, pos
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return buf[pos:end], end
 
 
@@ -309,20 +325,18 @@ def read_compact_bytes_view(buf: memoryview, pos: int) -> tuple[memoryview, int]
         raise ProtocolError("null bytes in a non-nullable field")
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return buf[pos:end], end
 
 
-def read_compact_nullable_bytes_view(
-    buf: memoryview, pos: int
-) -> tuple[memoryview | None, int]:
+def read_compact_nullable_bytes_view(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
     """Like :func:`read_compact_nullable_bytes`, returning a slice without copying."""
     n, pos = _compact_length(buf, pos)
     if n < 0:
         return None, pos
     end = pos + n
     if end > len(buf):
-        raise _too_long("bytes", n, pos, buf)
+        raise _too_long("byte string", n, pos, buf)
     return buf[pos:end], end
 
 
@@ -394,7 +408,11 @@ def read_nullable_array_length(buf: memoryview, pos: int) -> tuple[int, int]:
 
 def read_compact_array_length(buf: memoryview, pos: int) -> tuple[int, int]:
     """Read a non-null compact array length, checked against the bytes left."""
-    n, pos = decode_unsigned_varint(buf, pos)
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = decode_unsigned_varint(buf, pos)
     if n == 0:
         raise ProtocolError("null array in a non-nullable field")
     n -= 1
@@ -405,7 +423,11 @@ def read_compact_array_length(buf: memoryview, pos: int) -> tuple[int, int]:
 
 def read_compact_nullable_array_length(buf: memoryview, pos: int) -> tuple[int, int]:
     """Read a compact array length; return -1 for null."""
-    n, pos = decode_unsigned_varint(buf, pos)
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = decode_unsigned_varint(buf, pos)
     n -= 1
     if n > len(buf) - pos:
         raise ProtocolError(f"array of {n} elements cannot fit in {len(buf) - pos} bytes")
@@ -426,16 +448,73 @@ def write_compact_array_length(out: bytearray, n: int) -> None:
         out += encode_unsigned_varint(n)
 
 
+# Precompiled structs for arrays of up to _CACHED_ARRAY_MAX numbers, per struct code.
+_CACHED_ARRAY_MAX = 64
+_ARRAY_STRUCTS: dict[str, dict[int, struct.Struct]] = {code: {} for code in "?bhHiIqd"}
+
+
 def read_fixed_array(
     buf: memoryview, pos: int, n: int, code: str, size: int
-) -> tuple[list[int], int]:
+) -> tuple[list[Any], int]:
     """Read ``n`` fixed-width big-endian numbers of struct ``code`` (``size`` bytes each)."""
     if n == 0:
         return [], pos
     end = pos + n * size
     if end > len(buf):
         raise _too_long("array", n * size, pos, buf)
+    if n <= _CACHED_ARRAY_MAX:
+        structs = _ARRAY_STRUCTS[code]
+        packer = structs.get(n)
+        if packer is None:
+            packer = structs[n] = struct.Struct(f">{n}{code}")
+        return list(packer.unpack_from(buf, pos)), end
     return list(struct.unpack_from(f">{n}{code}", buf, pos)), end
+
+
+def read_number_array(buf: memoryview, pos: int, code: str, size: int) -> tuple[list[Any], int]:
+    """Read a non-null int32-length array of fixed-width numbers (struct ``code``)."""
+    (n,) = INT32.unpack_from(buf, pos)
+    if n < 0:
+        raise ProtocolError("null array in a non-nullable field")
+    return read_fixed_array(buf, pos + 4, n, code, size)
+
+
+def read_nullable_number_array(
+    buf: memoryview, pos: int, code: str, size: int
+) -> tuple[list[Any] | None, int]:
+    """Read an int32-length array of fixed-width numbers; length -1 is null."""
+    (n,) = INT32.unpack_from(buf, pos)
+    if n < 0:
+        return None, pos + 4
+    return read_fixed_array(buf, pos + 4, n, code, size)
+
+
+def read_compact_number_array(
+    buf: memoryview, pos: int, code: str, size: int
+) -> tuple[list[Any], int]:
+    """Read a non-null compact array of fixed-width numbers (struct ``code``)."""
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = decode_unsigned_varint(buf, pos)
+    if n == 0:
+        raise ProtocolError("null array in a non-nullable field")
+    return read_fixed_array(buf, pos, n - 1, code, size)
+
+
+def read_compact_nullable_number_array(
+    buf: memoryview, pos: int, code: str, size: int
+) -> tuple[list[Any] | None, int]:
+    """Read a compact array of fixed-width numbers; a length varint of 0 is null."""
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = decode_unsigned_varint(buf, pos)
+    if n == 0:
+        return None, pos
+    return read_fixed_array(buf, pos, n - 1, code, size)
 
 
 def write_fixed_array(out: bytearray, values: Sequence[int], code: str) -> None:
@@ -534,22 +613,22 @@ def write_tagged_fields(
 # --------------------------------------------------------------------------- errors
 
 
-def absent_field_error(struct_name: str, field: str, version: int) -> UnsupportedVersionError:
-    """The error for a non-default, non-ignorable field that ``version`` cannot carry."""
+def absent_field_error(struct_name: str, field: str) -> UnsupportedVersionError:
+    """The error for a non-default, non-ignorable field that the version lacks."""
     return UnsupportedVersionError(
-        f"{struct_name}.{field} has a non-default value, but version {version} has no such "
+        f"{struct_name}.{field} holds a non-default value, but this version has no such "
         "field and it is not ignorable"
     )
 
 
-def tagged_fields_unsupported_error(struct_name: str, version: int) -> UnsupportedVersionError:
-    """The error for unknown tagged fields set on a struct written in a non-flexible version."""
+def tagged_fields_unsupported_error(struct_name: str) -> UnsupportedVersionError:
+    """The error for unknown tagged fields on a struct written in a non-flexible version."""
     return UnsupportedVersionError(
-        f"{struct_name}.unknown_tagged_fields is not empty, but version {version} is not "
+        f"{struct_name}.unknown_tagged_fields is not empty, but this version is not "
         "flexible and cannot carry tagged fields"
     )
 
 
-def null_field_error(struct_name: str, field: str, version: int) -> ValueError:
-    """The error for ``None`` in a field that is not nullable in ``version``."""
-    return ValueError(f"{struct_name}.{field} is None, but it is not nullable in version {version}")
+def null_field_error(struct_name: str, field: str) -> ValueError:
+    """The error for ``None`` in a field that is not nullable in the version."""
+    return ValueError(f"{struct_name}.{field} is None, but it is not nullable in this version")
