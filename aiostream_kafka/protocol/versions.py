@@ -37,14 +37,22 @@ def _api_name(api_key: int) -> str:
     return f"{name} (key {api_key})" if name else f"API key {api_key}"
 
 
+#: Versions that exist in the schemas but belong to brokers talking to brokers, never to
+#: clients: AddPartitionsToTxn v4+ batches several transactions and needs CLUSTER_ACTION
+#: (KIP-890; "versions 3 and below will be exclusively used by clients").
+CLIENT_MAX_VERSION: dict[int, int] = {24: 3}
+
+
 def client_version_ranges(*, allow_unstable: bool = False) -> dict[int, VersionRange]:
     """Return ``{api_key: (min, max)}`` for every API this client can encode.
 
-    ``max`` is the highest stable version unless ``allow_unstable``.
+    ``max`` is the highest stable version unless ``allow_unstable``, and never above a
+    broker-only version (:data:`CLIENT_MAX_VERSION`).
     """
     ranges: dict[int, VersionRange] = {}
     for api_key, (request_type, _response_type) in API_KEYS.items():
         high = request_type.MAX_VERSION if allow_unstable else request_type.MAX_STABLE_VERSION
+        high = min(high, CLIENT_MAX_VERSION.get(api_key, high))
         ranges[api_key] = (request_type.MIN_VERSION, high)
     return ranges
 
