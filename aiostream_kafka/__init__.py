@@ -31,6 +31,7 @@ from aiostream_kafka.errors import (
     KafkaTimeoutError,
     NetworkError,
     ProtocolError,
+    TLSHandshakeError,
     UnsupportedVersionError,
 )
 from aiostream_kafka.protocol.error_codes import *  # noqa: F403 -- one class per Kafka error code
@@ -68,6 +69,7 @@ __all__ = [
     "ProtocolError",
     "Record",
     "RecordMetadata",
+    "TLSHandshakeError",
     "TimestampType",
     "TopicDescription",
     "TopicPartition",

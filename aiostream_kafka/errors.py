@@ -7,6 +7,7 @@ by error code are subclasses generated from Kafka's error table (see
 * :class:`ProtocolError` -- bytes from the wire that do not decode;
 * :class:`CorruptRecordError` -- a record batch whose CRC or framing is wrong;
 * :class:`NetworkError` -- a connection that could not be made or was lost (retriable);
+* :class:`TLSHandshakeError` -- a TLS handshake that failed (not retriable);
 * :class:`KafkaTimeoutError` -- an operation that did not finish within its timeout;
 * :class:`ConfigError` -- a configuration value that is invalid, raised before any I/O;
 * :class:`BrokerUnavailableError` -- the test harness could not provide a broker.
@@ -45,6 +46,13 @@ class NetworkError(KafkaError):
     error_code = 13
 
 
+class TLSHandshakeError(NetworkError):
+    """The TLS handshake with a broker failed (untrusted certificate, wrong host name,
+    no common protocol). Not retriable: fix the ``ssl_context`` or the broker's certificate."""
+
+    retriable = False
+
+
 class KafkaTimeoutError(KafkaError):
     """An operation did not complete within its configured timeout."""
 
@@ -74,5 +82,6 @@ __all__ = [
     "KafkaTimeoutError",
     "NetworkError",
     "ProtocolError",
+    "TLSHandshakeError",
     "UnsupportedVersionError",
 ]

@@ -4,6 +4,7 @@ servers on loopback for the failures a healthy broker never produces."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -11,7 +12,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from aiostream_kafka.admin import Admin, NewTopic
-from aiostream_kafka.errors import KafkaTimeoutError, NetworkError, ProtocolError
+from aiostream_kafka.errors import (
+    KafkaTimeoutError,
+    NetworkError,
+    ProtocolError,
+    TLSHandshakeError,
+)
 from aiostream_kafka.net import BrokerConnection, ConnectionPool, ConnectionSettings, Lane
 from aiostream_kafka.protocol.headers import encode_response
 from aiostream_kafka.protocol.messages.api_versions import ApiVersionsResponse
@@ -81,6 +87,21 @@ async def _empty_topic_fetch(
             )
         ],
     )
+    # The broker may answer NOT_LEADER_OR_FOLLOWER for a moment after creating the topic.
+    probe = FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=1024, topics=request.topics)
+    host, _, port = cluster.bootstrap_servers.split(",")[0].rpartition(":")
+    conn = await BrokerConnection.open(host, int(port), ConnectionSettings())
+    try:
+        for _ in range(200):
+            answer = await conn.request(probe)
+            assert isinstance(answer, FetchResponse)
+            if answer.responses[0].partitions[0].error_code == 0:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the new topic's leader never served it")
+    finally:
+        await conn.close()
     return request, name
 
 
@@ -324,3 +345,45 @@ async def test_admin_created_topic_is_fetchable(kafka_cluster: KafkaCluster) -> 
         description = created[name]
         assert description is not None and len(description.partitions) == 2
         await admin.delete_topics([name])
+
+
+# -- TLS -------------------------------------------------------------------------------------
+
+
+async def test_tls_through_an_ssl_context(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aiostream_kafka.testing.tls import make_tls_material
+
+    material = make_tls_material(tmp_path)
+
+    async def answer_metadata(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _answer_api_versions(reader, writer)
+        _, version, correlation_id = await _read_request(reader)
+        response = MetadataResponse(
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=7, host="h", port=1)]
+        )
+        writer.write(encode_response(response, version, correlation_id))
+        await writer.drain()
+        await reader.read()
+
+    server = await asyncio.start_server(
+        answer_metadata, "127.0.0.1", 0, ssl=material.server_context()
+    )
+    port = server.sockets[0].getsockname()[1]
+    try:
+        settings = ConnectionSettings(ssl_context=material.client_context())
+        conn = await BrokerConnection.open("127.0.0.1", port, settings)
+        try:
+            response = await conn.request(MetadataRequest(topics=[]))
+            assert isinstance(response, MetadataResponse)
+            assert response.brokers[0].node_id == 7
+        finally:
+            await conn.close()
+        # A client that does not trust the test CA refuses the server.
+        with pytest.raises(TLSHandshakeError, match="TLS handshake") as info:
+            await BrokerConnection.open(
+                "127.0.0.1", port, ConnectionSettings(ssl_context=ssl.create_default_context())
+            )
+        assert not info.value.retriable
+    finally:
+        server.close()
+        await server.wait_closed()

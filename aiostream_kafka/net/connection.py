@@ -36,6 +36,7 @@ from aiostream_kafka.errors import (
     KafkaTimeoutError,
     NetworkError,
     ProtocolError,
+    TLSHandshakeError,
     UnsupportedVersionError,
 )
 from aiostream_kafka.protocol.base import Request, Response
@@ -162,7 +163,10 @@ class BrokerConnection:
                 f"connect_timeout_ms={self.settings.connect_timeout_ms}"
             ) from None
         except ssl_module.SSLError as exc:
-            raise NetworkError(f"TLS handshake with {self.description} failed: {exc}") from exc
+            raise TLSHandshakeError(
+                f"TLS handshake with {self.description} failed: {exc}. Check that the "
+                "ssl_context trusts the broker's certificate and that the host name matches."
+            ) from exc
         except OSError as exc:
             raise NetworkError(f"cannot connect to {self.description}: {exc}") from exc
         self._reader_task = asyncio.create_task(
