@@ -64,6 +64,17 @@ class ConfigError(KafkaError, ValueError):
     """A configuration value is invalid. Raised before any network I/O."""
 
 
+class CommitFailedError(KafkaError):
+    """Offsets could not be committed because this member no longer owns the partitions
+    (a rebalance revoked them, or the member was removed from the group). Nothing was
+    written; the new owner continues from the last committed offset."""
+
+
+class FencedMemberError(KafkaError):
+    """Another consumer joined with this member's ``group_instance_id`` (static membership):
+    this one is fenced and stops. Not retriable: give each instance a unique id."""
+
+
 class UnsupportedVersionError(KafkaError):
     """The client and the broker share no version of an API (Kafka's UNSUPPORTED_VERSION)."""
 
@@ -76,8 +87,10 @@ class BrokerUnavailableError(KafkaError):
 
 __all__ = [
     "BrokerUnavailableError",
+    "CommitFailedError",
     "ConfigError",
     "CorruptRecordError",
+    "FencedMemberError",
     "KafkaError",
     "KafkaTimeoutError",
     "NetworkError",

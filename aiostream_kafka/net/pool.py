@@ -24,12 +24,14 @@ log = logging.getLogger(__name__)
 
 
 class Lane(enum.Enum):
-    """What a connection carries: fetches, produces, or everything else (metadata,
-    group coordination, admin)."""
+    """What a connection carries: fetches, produces, group membership (JoinGroup and
+    SyncGroup, which the coordinator holds for up to the rebalance timeout), or everything
+    else (metadata, heartbeats, commits, admin)."""
 
     CONTROL = "control"
     PRODUCE = "produce"
     FETCH = "fetch"
+    GROUP = "group"
 
 
 class _Backoff:

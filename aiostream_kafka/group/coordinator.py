@@ -1,0 +1,883 @@
+"""``GroupCoordinator``: membership of one consumer in a classic consumer group.
+
+Two tasks, both owned by the coordinator and awaited by :meth:`GroupCoordinator.close`:
+
+* the **membership task** joins the group (JoinGroup, then SyncGroup; the leader runs the
+  assignor), hands partition changes to the consumer through an
+  :class:`AssignmentListener`, and rejoins when asked to (a heartbeat answered
+  REBALANCE_IN_PROGRESS, a cooperative round that revoked partitions, a subscription or
+  partition count that changed);
+* the **heartbeat task** sends Heartbeat every ``heartbeat_interval_ms`` while the member
+  is stable. It never waits on the consumer's processing, so slow processing never costs
+  the member its partitions; backpressure comes from demand, not from the heartbeat.
+
+JoinGroup and SyncGroup travel on their own connection lane (``Lane.GROUP``): the
+coordinator holds a JoinGroup until every member has joined, up to the rebalance timeout,
+and commits or heartbeats queued behind it would wait that long.
+
+Rebalance protocols: if every configured assignor is cooperative (``cooperative-sticky``),
+partitions are revoked only when they move (KIP-429) and the others keep flowing through
+the rebalance; otherwise (``range``, ``roundrobin``) everything is revoked before joining.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import random
+import re
+import time
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiostream_kafka.admin.types import OffsetAndMetadata
+from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.errors import (
+    CommitFailedError,
+    ConfigError,
+    FencedMemberError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+)
+from aiostream_kafka.group.assignors import Assignor, MemberSubscription
+from aiostream_kafka.net.pool import Lane
+from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.base import Request, Response
+from aiostream_kafka.protocol.messages.consumer_protocol_assignment import (
+    ConsumerProtocolAssignment,
+)
+from aiostream_kafka.protocol.messages.consumer_protocol_subscription import (
+    ConsumerProtocolSubscription,
+)
+from aiostream_kafka.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from aiostream_kafka.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from aiostream_kafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from aiostream_kafka.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
+from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from aiostream_kafka.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+_PROTOCOL_TYPE = "consumer"
+_GROUP_KEY_TYPE = 0
+# Errors after which the coordinator must be looked up again.
+_COORDINATOR_MOVED = (14, 15, 16)  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
+_UNKNOWN_MEMBER_ID = 25
+_ILLEGAL_GENERATION = 22
+_REBALANCE_IN_PROGRESS = 27
+_MEMBER_ID_REQUIRED = 79
+_FENCED_INSTANCE_ID = 82
+_UNSTABLE_OFFSET_COMMIT = 88
+
+
+class GroupState(enum.Enum):
+    """Where the member stands; ``FENCED`` and ``FAILED`` are final."""
+
+    UNJOINED = "unjoined"
+    REBALANCING = "rebalancing"
+    STABLE = "stable"
+    FENCED = "fenced"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class AssignmentListener(Protocol):
+    """What the consumer does when its partitions change. Each call is awaited before the
+    membership goes on, so ``partitions_revoked`` can flush commits first."""
+
+    async def partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None: ...
+
+    async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None: ...
+
+    async def partitions_lost(self, partitions: frozenset[TopicPartition]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """Group settings (names as Kafka's, in snake_case). Validated on construction."""
+
+    group_id: str
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    rebalance_timeout_ms: int = 300_000  # the consumer's max_poll_interval_ms
+    heartbeat_interval_ms: int = 3_000
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    metadata_check_interval_ms: int = 5_000
+    default_api_timeout_ms: int = 60_000
+    rack_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.group_id, str) or not self.group_id:
+            raise ConfigError(f"group_id must be a non-empty string, got {self.group_id!r}")
+        if self.group_instance_id is not None and not self.group_instance_id:
+            raise ConfigError("group_instance_id must be a non-empty string or None")
+        for name in (
+            "session_timeout_ms",
+            "rebalance_timeout_ms",
+            "heartbeat_interval_ms",
+            "metadata_check_interval_ms",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{name} must be a positive int, got {value!r}")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ConfigError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session_timeout_ms ({self.session_timeout_ms}); a third of it is usual"
+            )
+
+
+class _Rejoin(Exception):
+    """Internal: the current join attempt must start over (after ``delay`` seconds)."""
+
+    def __init__(self, reason: str, delay: float = 0.0) -> None:
+        super().__init__(reason)
+        self.delay = delay
+
+
+class GroupCoordinator:
+    """Membership of one consumer in group ``config.group_id``.
+
+    Call :meth:`subscribe`, then :meth:`start`; :meth:`close` leaves the group (dynamic
+    members) and stops both tasks.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: GroupConfig,
+        assignors: Sequence[Assignor],
+        listener: AssignmentListener,
+    ) -> None:
+        if not assignors:
+            raise ConfigError("partition_assignment_strategy needs at least one assignor")
+        self.cluster = cluster
+        self.config = config
+        self.assignors = list(assignors)
+        self.cooperative = all(a.rebalance_protocol == "cooperative" for a in assignors)
+        self.listener = listener
+        self.state = GroupState.UNJOINED
+        self.error: KafkaError | None = None
+        self.member_id = ""
+        self.generation = -1
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.owned: frozenset[TopicPartition] = frozenset()
+        self.last_heartbeat_at: float | None = None  # time.time() of the last success
+        self.rebalances = 0
+        self._topics: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        self._subscribed: frozenset[str] = frozenset()  # topics the subscription matches now
+        self._group_topics: dict[str, int] = {}  # leader: partition counts it assigned from
+        self._coordinator_id: int | None = None
+        self._rejoin = asyncio.Event()
+        self._stable = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    # -- subscription ----------------------------------------------------------------------
+
+    def subscribe(
+        self, topics: Collection[str] = (), pattern: str | re.Pattern[str] | None = None
+    ) -> None:
+        """Subscribe to ``topics``, or to every topic matching ``pattern`` (checked again
+        every ``metadata_check_interval_ms``, so new matching topics are picked up).
+        Changing the subscription of a started member makes it rejoin."""
+        if bool(topics) == (pattern is not None):
+            raise ConfigError("subscribe to a list of topics or to a pattern, not both or none")
+        self._topics = frozenset(topics)
+        self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self._subscribed = self._topics
+        if self._tasks:
+            self.request_rejoin("the subscription changed")
+
+    def request_rejoin(self, reason: str) -> None:
+        """Ask the membership task to rejoin the group."""
+        log.info("group %s: rejoining: %s", self.config.group_id, reason)
+        self._rejoin.set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the membership and heartbeat tasks."""
+        if self._tasks:
+            raise RuntimeError("the group coordinator is already started")
+        if not self._topics and self._pattern is None:
+            raise ConfigError("subscribe() before starting the group membership")
+        await self._refresh_subscription()
+        group = self.config.group_id
+        self._tasks = [
+            asyncio.create_task(self._membership_loop(), name=f"group {group} membership"),
+            asyncio.create_task(self._heartbeat_loop(), name=f"group {group} heartbeat"),
+        ]
+
+    async def wait_stable(self, timeout_s: float | None = None) -> None:
+        """Wait until the member has joined and has its assignment.
+
+        Raises:
+            FencedMemberError, KafkaError: the member failed for good (see ``error``).
+            TimeoutError: not stable within ``timeout_s``.
+        """
+        async with asyncio.timeout(timeout_s):
+            while True:
+                if self.error is not None and self.state in (GroupState.FENCED, GroupState.FAILED):
+                    raise self.error
+                if self.state is GroupState.STABLE and not self._rejoin.is_set():
+                    return
+                async with self._changed:
+                    await self._changed.wait()
+
+    async def _set_state(self, state: GroupState, error: KafkaError | None = None) -> None:
+        self.state = state
+        if error is not None:
+            self.error = error
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def close(self, *, leave: bool | None = None) -> None:
+        """Stop both tasks, give up the partitions (``partitions_revoked``) and leave the
+        group. Static members (``group_instance_id``) do not leave unless ``leave=True``,
+        so that a restart within the session timeout keeps their partitions."""
+        self._closing = True
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise asyncio.CancelledError
+        if self.owned and self.state not in (GroupState.FENCED, GroupState.FAILED):
+            owned, self.owned = self.owned, frozenset()
+            await self._call_listener("partitions_revoked", owned)
+        should_leave = leave if leave is not None else self.config.group_instance_id is None
+        if should_leave and self.member_id and self.state is not GroupState.FENCED:
+            with contextlib.suppress(KafkaError):
+                await self._leave()
+        await self._set_state(GroupState.CLOSED)
+
+    # -- coordinator discovery -------------------------------------------------------------
+
+    async def _coordinator(self) -> int:
+        if self._coordinator_id is not None:
+            return self._coordinator_id
+        conn = await self.cluster.any_connection()
+        version = conn.version_for(FindCoordinatorRequest)
+        group = self.config.group_id
+        request = (
+            FindCoordinatorRequest(key_type=_GROUP_KEY_TYPE, coordinator_keys=[group])
+            if version >= 4
+            else FindCoordinatorRequest(key=group, key_type=_GROUP_KEY_TYPE)
+        )
+        response = await conn.request(request, version=version)
+        assert isinstance(response, FindCoordinatorResponse)
+        if response.coordinators:
+            c = response.coordinators[0]
+            code, message, node = c.error_code, c.error_message, c.node_id
+        else:
+            code, message, node = response.error_code, response.error_message, response.node_id
+        if code:
+            raise ec.error_from_code(code, f"group {group!r}: FindCoordinator: {message or ''}")
+        self._coordinator_id = node
+        log.debug("group %s: coordinator is broker %d", group, node)
+        return node
+
+    def _coordinator_lost(self, why: object) -> None:
+        if self._coordinator_id is not None:
+            log.info("group %s: coordinator %s lost: %s", self.config.group_id,
+                     self._coordinator_id, why)  # fmt: skip
+        self._coordinator_id = None
+
+    async def _send(
+        self, request: Request, lane: Lane = Lane.CONTROL, timeout_ms: float | None = None
+    ) -> Response:
+        node = await self._coordinator()
+        return await self.cluster.send(node, request, lane=lane, timeout_ms=timeout_ms)
+
+    # -- membership ------------------------------------------------------------------------
+
+    async def _membership_loop(self) -> None:
+        backoff = self.config.retry_backoff_ms / 1000
+        interval = self.config.metadata_check_interval_ms / 1000
+        while not self._closing:
+            if self.state is GroupState.STABLE and not self._rejoin.is_set():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(interval):
+                        await self._rejoin.wait()
+                if not self._rejoin.is_set():
+                    await self._check_metadata()
+                continue
+            self._rejoin.clear()
+            try:
+                await self._join_and_sync()
+                backoff = self.config.retry_backoff_ms / 1000
+            except _Rejoin as again:
+                log.debug("group %s: join again: %s", self.config.group_id, again)
+                self._rejoin.set()
+                if again.delay:
+                    await asyncio.sleep(again.delay)
+            except (NetworkError, KafkaTimeoutError) as exc:
+                self._coordinator_lost(exc)
+                self._rejoin.set()
+                await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+                backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+            except (FencedMemberError, ConfigError) as exc:
+                await self._fail(exc, GroupState.FENCED if isinstance(exc, FencedMemberError)
+                                 else GroupState.FAILED)  # fmt: skip
+                return
+            except KafkaError as exc:
+                if exc.retriable:
+                    self._rejoin.set()
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+                    continue
+                await self._fail(exc, GroupState.FAILED)
+                return
+
+    async def _fail(self, error: KafkaError, state: GroupState) -> None:
+        log.error("group %s: member %s stops: %s", self.config.group_id, self.member_id, error)
+        lost, self.owned = self.owned, frozenset()
+        if lost:
+            await self._call_listener("partitions_lost", lost)
+        await self._set_state(state, error)
+
+    async def _refresh_subscription(self) -> bool:
+        """Re-evaluate the pattern against the cluster's topics; True if the set changed."""
+        if self._pattern is None:
+            snapshot = await self.cluster.refresh(self._topics)
+            matched = self._topics
+        else:
+            snapshot = await self.cluster.refresh(all_topics=True)
+            matched = frozenset(
+                name
+                for name, topic in snapshot.topics.items()
+                if not topic.is_internal and self._pattern.fullmatch(name)
+            )
+        changed = matched != self._subscribed
+        self._subscribed = matched
+        del snapshot
+        return changed
+
+    async def _check_metadata(self) -> None:
+        """Rejoin when this member's pattern matches other topics, or (leader) when a topic
+        the group consumes has more partitions than were assigned."""
+        try:
+            if await self._refresh_subscription():
+                self.request_rejoin(f"the subscription now matches {sorted(self._subscribed)}")
+                return
+            if self._group_topics:
+                snapshot = await self.cluster.refresh(self._group_topics)
+                for topic, count in self._group_topics.items():
+                    known = snapshot.topics.get(topic)
+                    if known is not None and len(known.partitions) != count:
+                        self.request_rejoin(
+                            f"topic {topic!r} now has {len(known.partitions)} partitions"
+                        )
+                        return
+        except KafkaError as exc:
+            log.debug("group %s: metadata check failed: %s", self.config.group_id, exc)
+
+    def _subscription_bytes(self) -> bytes:
+        owned: dict[str, list[int]] = {}
+        if self.cooperative:
+            for tp in sorted(self.owned):
+                owned.setdefault(tp.topic, []).append(tp.partition)
+        subscription = ConsumerProtocolSubscription(
+            topics=sorted(self._subscribed),
+            user_data=None,
+            owned_partitions=[
+                ConsumerProtocolSubscription.TopicPartition(topic=t, partitions=p)
+                for t, p in owned.items()
+            ],
+            generation_id=self.generation if self.cooperative else -1,
+            rack_id=self.config.rack_id,
+        )
+        return subscription.encode_versioned(ConsumerProtocolSubscription.MAX_VERSION)
+
+    def _group_error(self, code: int, what: str) -> None:
+        """React to a JoinGroup/SyncGroup error code: raise _Rejoin or a final error."""
+        if code in _COORDINATOR_MOVED:
+            self._coordinator_lost(ec.ERRORS_BY_CODE[code].name)
+            raise _Rejoin(f"{what}: coordinator moved", self.config.retry_backoff_ms / 1000)
+        if code == _REBALANCE_IN_PROGRESS:
+            raise _Rejoin(f"{what}: a new rebalance started")
+        if code == _UNKNOWN_MEMBER_ID:
+            self.member_id = ""
+            self.generation = -1
+            raise _Rejoin(f"{what}: the coordinator does not know this member")
+        if code == _ILLEGAL_GENERATION:
+            self.generation = -1
+            raise _Rejoin(f"{what}: stale generation")
+        if code == _FENCED_INSTANCE_ID:
+            raise FencedMemberError(
+                f"group {self.config.group_id!r}: another consumer joined with "
+                f"group_instance_id={self.config.group_instance_id!r}; this one is fenced"
+            )
+        raise ec.error_from_code(code, f"group {self.config.group_id!r}: {what}: "
+                                       f"{ec.ERRORS_BY_CODE.get(code, what)}")  # fmt: skip
+
+    async def _join_and_sync(self) -> None:
+        if not self.cooperative and self.owned:
+            # Eager protocol: give everything up before joining.
+            revoked, self.owned = self.owned, frozenset()
+            await self._call_listener("partitions_revoked", revoked)
+        await self._set_state(GroupState.REBALANCING)
+        self._stable.clear()
+        join_timeout = self.config.rebalance_timeout_ms + 5_000
+        while True:
+            join = JoinGroupRequest(
+                group_id=self.config.group_id,
+                session_timeout_ms=self.config.session_timeout_ms,
+                rebalance_timeout_ms=self.config.rebalance_timeout_ms,
+                member_id=self.member_id,
+                group_instance_id=self.config.group_instance_id,
+                protocol_type=_PROTOCOL_TYPE,
+                protocols=[
+                    JoinGroupRequest.JoinGroupRequestProtocol(
+                        name=a.name, metadata=self._subscription_bytes()
+                    )
+                    for a in self.assignors
+                ],
+            )
+            response = await self._send(join, Lane.GROUP, timeout_ms=join_timeout)
+            assert isinstance(response, JoinGroupResponse)
+            if response.error_code == _MEMBER_ID_REQUIRED:
+                # KIP-394: the coordinator hands out the member id, then we join with it.
+                self.member_id = response.member_id
+                continue
+            if response.error_code == _UNKNOWN_MEMBER_ID and self.owned:
+                lost, self.owned = self.owned, frozenset()
+                await self._call_listener("partitions_lost", lost)
+            if response.error_code:
+                self._group_error(response.error_code, "JoinGroup")
+            break
+        self.member_id = response.member_id
+        self.generation = response.generation_id
+        self.protocol_name = response.protocol_name
+        self.leader_id = response.leader
+        assignments: list[SyncGroupRequest.SyncGroupRequestAssignment] = []
+        if response.leader == self.member_id and not response.skip_assignment:
+            assignments = await self._assign(response)
+        sync = SyncGroupRequest(
+            group_id=self.config.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.config.group_instance_id,
+            protocol_type=_PROTOCOL_TYPE,
+            protocol_name=self.protocol_name,
+            assignments=assignments,
+        )
+        synced = await self._send(sync, Lane.GROUP, timeout_ms=join_timeout)
+        assert isinstance(synced, SyncGroupResponse)
+        if synced.error_code:
+            self._group_error(synced.error_code, "SyncGroup")
+        assigned = _decode_assignment(synced.assignment)
+        self.rebalances += 1
+        await self._apply(assigned)
+
+    async def _assign(
+        self, response: JoinGroupResponse
+    ) -> list[SyncGroupRequest.SyncGroupRequestAssignment]:
+        """As the leader, run the chosen assignor over every member's subscription."""
+        name = response.protocol_name
+        assignor = next((a for a in self.assignors if a.name == name), None)
+        if assignor is None:
+            raise ConfigError(f"the group chose assignor {name!r}, which this member lacks")
+        members: dict[str, MemberSubscription] = {}
+        for member in response.members:
+            subscription, _ = ConsumerProtocolSubscription.decode_versioned(member.metadata)
+            members[member.member_id] = MemberSubscription(
+                member_id=member.member_id,
+                topics=frozenset(subscription.topics),
+                owned=tuple(
+                    TopicPartition(tp.topic, p)
+                    for tp in subscription.owned_partitions
+                    for p in tp.partitions
+                ),
+                generation=subscription.generation_id,
+                group_instance_id=member.group_instance_id,
+                rack=subscription.rack_id,
+            )
+        topics = sorted(set().union(*(m.topics for m in members.values())))
+        snapshot = await self.cluster.refresh(topics)
+        counts = {
+            t: len(snapshot.topics[t].partitions)
+            for t in topics
+            if t in snapshot.topics and snapshot.topics[t].error_code == 0
+        }
+        self._group_topics = counts
+        plan = assignor.assign(counts, members)
+        log.info(
+            "group %s generation %d: leader assigned %d partitions of %s to %d members (%s)",
+            self.config.group_id, self.generation, sum(len(v) for v in plan.values()),
+            sorted(counts), len(members), assignor.name,
+        )  # fmt: skip
+        out = []
+        for member_id, partitions in plan.items():
+            by_topic: dict[str, list[int]] = {}
+            for tp in sorted(partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            assignment = ConsumerProtocolAssignment(
+                assigned_partitions=[
+                    ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=p)
+                    for t, p in by_topic.items()
+                ],
+                user_data=None,
+            )
+            out.append(
+                SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=member_id,
+                    assignment=assignment.encode_versioned(ConsumerProtocolAssignment.MAX_VERSION),
+                )
+            )
+        return out
+
+    async def _apply(self, assigned: frozenset[TopicPartition]) -> None:
+        previous = self.owned
+        if self.cooperative:
+            revoked = previous - assigned
+            added = assigned - previous
+            if revoked:
+                # KIP-429: give these up, then rejoin so that their new owner gets them.
+                self.owned = previous - revoked
+                await self._call_listener("partitions_revoked", frozenset(revoked))
+                self._rejoin.set()
+            self.owned = assigned
+            if added:
+                await self._call_listener("partitions_assigned", frozenset(added))
+        else:
+            self.owned = assigned
+            await self._call_listener("partitions_assigned", assigned)
+        self.last_heartbeat_at = time.time()
+        await self._set_state(GroupState.STABLE)
+        self._stable.set()
+        log.info(
+            "group %s generation %d: member %s owns %d partitions",
+            self.config.group_id, self.generation, self.member_id, len(self.owned),
+        )  # fmt: skip
+
+    async def _call_listener(self, method: str, partitions: frozenset[TopicPartition]) -> None:
+        try:
+            await getattr(self.listener, method)(partitions)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The membership must go on: a failing callback is the consumer's to report.
+            log.exception("group %s: %s(%d partitions) failed", self.config.group_id,
+                          method, len(partitions))  # fmt: skip
+
+    # -- heartbeats ------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        interval = self.config.heartbeat_interval_ms / 1000
+        while not self._closing:
+            await self._stable.wait()
+            await asyncio.sleep(interval)
+            if self.state is not GroupState.STABLE or self._rejoin.is_set():
+                continue
+            request = HeartbeatRequest(
+                group_id=self.config.group_id,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=self.config.group_instance_id,
+            )
+            generation = self.generation
+            try:
+                response = await self._send(request, timeout_ms=self.config.session_timeout_ms)
+            except (NetworkError, KafkaTimeoutError, ec.CoordinatorNotAvailableError) as exc:
+                self._coordinator_lost(exc)
+                continue
+            except KafkaError as exc:
+                log.warning("group %s: heartbeat failed: %s", self.config.group_id, exc)
+                continue
+            assert isinstance(response, HeartbeatResponse)
+            code = response.error_code
+            if generation != self.generation:
+                continue  # answered for a generation we already left
+            if code == 0:
+                self.last_heartbeat_at = time.time()
+            elif code == _REBALANCE_IN_PROGRESS:
+                self.request_rejoin("the coordinator started a rebalance")
+            elif code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
+                # Our membership expired (e.g. the session timed out): what we own may
+                # already belong to someone else.
+                if code == _UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                self.generation = -1
+                lost, self.owned = self.owned, frozenset()
+                self._stable.clear()
+                if lost:
+                    await self._call_listener("partitions_lost", lost)
+                self.request_rejoin(f"heartbeat: {ec.ERRORS_BY_CODE[code].name}")
+            elif code == _FENCED_INSTANCE_ID:
+                self._stable.clear()
+                await self._fail(
+                    FencedMemberError(
+                        f"group {self.config.group_id!r}: another consumer joined with "
+                        f"group_instance_id={self.config.group_instance_id!r}"
+                    ),
+                    GroupState.FENCED,
+                )
+                self._rejoin.set()
+                self._closing = True  # the membership loop ends too
+                return
+            elif code in _COORDINATOR_MOVED:
+                self._coordinator_lost(ec.ERRORS_BY_CODE[code].name)
+            else:
+                log.warning("group %s: heartbeat error %d", self.config.group_id, code)
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit ``offsets`` (the next offset to consume of each partition) for the group.
+
+        Raises:
+            CommitFailedError: a partition is not owned by this member (revoked or lost),
+                or the group moved to a new generation; nothing is committed then.
+            FencedMemberError: this static member was fenced.
+            KafkaTimeoutError: the coordinator did not accept it within
+                ``default_api_timeout_ms``.
+        """
+        if not offsets:
+            return
+        if self.state in (GroupState.FENCED, GroupState.FAILED) and self.error is not None:
+            raise self.error
+        not_owned = sorted(tp for tp in offsets if tp not in self.owned)
+        if not_owned:
+            raise CommitFailedError(
+                f"group {self.config.group_id!r}: cannot commit offsets of {not_owned}: this "
+                "member does not own them (they were revoked or lost in a rebalance)"
+            )
+        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
+        backoff = self.config.retry_backoff_ms / 1000
+        while True:
+            try:
+                await self._commit_once(offsets)
+                return
+            except (NetworkError, KafkaTimeoutError) as exc:
+                self._coordinator_lost(exc)
+                error: KafkaError = exc
+            except ec.NotCoordinatorError as exc:
+                self._coordinator_lost(exc)
+                error = exc
+            except (ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError) as exc:
+                self._coordinator_lost(exc)
+                error = exc
+            if time.monotonic() + backoff > deadline:
+                raise KafkaTimeoutError(
+                    f"group {self.config.group_id!r}: commit not accepted within "
+                    f"{self.config.default_api_timeout_ms} ms: {error}"
+                ) from error
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+
+    async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        node = await self._coordinator()
+        conn = await self.cluster.connection(node)
+        version = conn.version_for(OffsetCommitRequest)
+        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
+        for tp, om in offsets.items():
+            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
+        snapshot = self.cluster.snapshot
+        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
+            snapshot = await self.cluster.refresh(by_topic)
+        topics = []
+        for topic, parts in by_topic.items():
+            meta = snapshot.topics.get(topic)
+            kwargs: dict[str, object] = {"name": topic} if version < 10 else {
+                "topic_id": meta.topic_id if meta else None}  # fmt: skip
+            topics.append(
+                OffsetCommitRequest.OffsetCommitRequestTopic(
+                    partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=p,
+                            committed_offset=om.offset,
+                            committed_leader_epoch=-1
+                            if om.leader_epoch is None
+                            else om.leader_epoch,
+                            committed_metadata=om.metadata,
+                        )
+                        for p, om in parts
+                    ],
+                    **kwargs,  # type: ignore[arg-type]
+                )
+            )
+        request = OffsetCommitRequest(
+            group_id=self.config.group_id,
+            generation_id_or_member_epoch=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.config.group_instance_id,
+            topics=topics,
+        )
+        response = await conn.request(request, version=version)
+        assert isinstance(response, OffsetCommitResponse)
+        for answered in response.topics:
+            name = (
+                getattr(answered, "name", None) or snapshot.topic_name(answered.topic_id) or "?"
+            )
+            for p in answered.partitions:
+                code = p.error_code
+                if code == 0:
+                    continue
+                where = f"{name}[{p.partition_index}]"
+                if code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS):
+                    if code != _REBALANCE_IN_PROGRESS:
+                        self.request_rejoin(f"commit: {ec.ERRORS_BY_CODE[code].name}")
+                    raise CommitFailedError(
+                        f"group {self.config.group_id!r}: commit of {where} refused "
+                        f"({ec.ERRORS_BY_CODE[code].name}): the group is rebalancing or this "
+                        "member left it; the partition's new owner continues from the last "
+                        "committed offset"
+                    )
+                if code == _FENCED_INSTANCE_ID:
+                    raise FencedMemberError(f"group {self.config.group_id!r}: fenced")
+                raise ec.error_from_code(
+                    code, f"group {self.config.group_id!r}: commit of {where}: "
+                    f"{ec.ERRORS_BY_CODE[code].name if code in ec.ERRORS_BY_CODE else code}"
+                )  # fmt: skip
+
+    async def committed(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Return the group's committed offset of each partition (None: nothing committed).
+
+        Waits out UNSTABLE_OFFSET_COMMIT (a transactional commit pending) and coordinator
+        moves, up to ``default_api_timeout_ms``.
+        """
+        parts = sorted(set(partitions))
+        if not parts:
+            return {}
+        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
+        while True:
+            try:
+                return await self._committed_once(parts)
+            except (NetworkError, KafkaTimeoutError, ec.NotCoordinatorError,
+                    ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError,
+                    ec.UnstableOffsetCommitError) as exc:  # fmt: skip
+                if not isinstance(exc, ec.UnstableOffsetCommitError):
+                    self._coordinator_lost(exc)
+                if time.monotonic() > deadline:
+                    raise KafkaTimeoutError(
+                        f"group {self.config.group_id!r}: committed offsets not available "
+                        f"within {self.config.default_api_timeout_ms} ms: {exc}"
+                    ) from exc
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
+    async def _committed_once(
+        self, parts: list[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        node = await self._coordinator()
+        conn = await self.cluster.connection(node)
+        version = conn.version_for(OffsetFetchRequest)
+        by_topic: dict[str, list[int]] = {}
+        for tp in parts:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        snapshot = self.cluster.snapshot
+        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
+            snapshot = await self.cluster.refresh(by_topic)
+        topics = [
+            OffsetFetchRequest.OffsetFetchRequestTopics(
+                name=t,
+                topic_id=snapshot.topics[t].topic_id if t in snapshot.topics else _ZERO_UUID,
+                partition_indexes=ps,
+            )
+            for t, ps in by_topic.items()
+        ]
+        request = OffsetFetchRequest(
+            groups=[
+                OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=self.config.group_id, topics=topics
+                )
+            ],
+            group_id=self.config.group_id,
+            topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                for t, ps in by_topic.items()
+            ],
+            require_stable=True,
+        )
+        if version >= 8:
+            request.group_id = ""
+            request.topics = []
+        else:
+            request.groups = []
+        response = await conn.request(request, version=version)
+        assert isinstance(response, OffsetFetchResponse)
+        result: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(parts)
+        if version >= 8:
+            group = response.groups[0]
+            if group.error_code:
+                raise ec.error_from_code(group.error_code, f"group {self.config.group_id!r}")
+            entries = [
+                (t.name or snapshot.topic_name(t.topic_id), p)
+                for t in group.topics
+                for p in t.partitions
+            ]
+        else:
+            if response.error_code:
+                raise ec.error_from_code(response.error_code, f"group {self.config.group_id!r}")
+            entries = [(t.name, p) for t in response.topics for p in t.partitions]  # type: ignore[misc]
+        for name, p in entries:
+            if name is None:
+                continue
+            if p.error_code:
+                raise ec.error_from_code(
+                    p.error_code, f"committed offset of {name}[{p.partition_index}]"
+                )
+            if p.committed_offset >= 0:
+                result[TopicPartition(name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset,
+                    p.metadata,
+                    p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
+                )
+        return result
+
+    async def _leave(self) -> None:
+        conn = await self.cluster.connection(await self._coordinator())
+        version = conn.version_for(LeaveGroupRequest)
+        if version >= 3:
+            request = LeaveGroupRequest(
+                group_id=self.config.group_id,
+                members=[
+                    LeaveGroupRequest.MemberIdentity(
+                        member_id=self.member_id,
+                        group_instance_id=self.config.group_instance_id,
+                    )
+                ],
+            )
+        else:
+            request = LeaveGroupRequest(group_id=self.config.group_id, member_id=self.member_id)
+        response = await conn.request(request, version=version)
+        assert isinstance(response, LeaveGroupResponse)
+        log.info("group %s: member %s left (error %d)", self.config.group_id, self.member_id,
+                 response.error_code)  # fmt: skip
+        self.member_id = ""
+        self.generation = -1
+
+
+def _decode_assignment(raw: bytes | memoryview) -> frozenset[TopicPartition]:
+    if len(raw) == 0:
+        return frozenset()
+    assignment, _ = ConsumerProtocolAssignment.decode_versioned(raw)
+    return frozenset(
+        TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions
+    )
+
+
+_ZERO_UUID = uuid.UUID(int=0)
