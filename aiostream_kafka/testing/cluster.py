@@ -9,9 +9,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from aiostream_kafka.errors import BrokerUnavailableError
+
+if TYPE_CHECKING:
+    from aiostream_kafka.testing.proxy import FaultProxy
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,13 @@ class KafkaCluster:
             print(cluster.bootstrap_servers)
             await cluster.kill_broker(2)
             await cluster.start_broker(2)
+
+    With ``proxied=True`` (local brokers only) every broker advertises to clients the
+    address of a :class:`~aiostream_kafka.testing.proxy.FaultProxy` in front of it
+    (``cluster.proxy(node_id)``) and ``bootstrap_servers`` lists the proxies, so that all
+    client traffic can be cut, delayed or blackholed; brokers talk to each other on a
+    separate listener that the proxies do not touch. The proxies run on the event loop
+    that called :meth:`start`, so a proxied cluster is started and used in one loop.
     """
 
     def __init__(
@@ -96,14 +106,22 @@ class KafkaCluster:
         source: Source = "auto",
         start_timeout_s: float = 120.0,
         heap: str = "512m",
+        proxied: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
         self.brokers = brokers
+        self.proxied = proxied
+        self._proxies: dict[int, FaultProxy] = {}
         self.server_properties: dict[str, str] = dict(server_properties or {})
         self.start_timeout_s = start_timeout_s
         self.heap = heap
         self.source: Source = self._pick_source(source)
+        if proxied and self.source != "local":
+            raise ValueError(
+                f"proxied=True needs brokers run from local jars (source 'local'), not "
+                f"{self.source!r}: only they can advertise the proxies' addresses"
+            )
         self._backend: _Backend | None = None
         self.startup_seconds: float | None = None
 
@@ -130,7 +148,18 @@ class KafkaCluster:
         """``"127.0.0.1:port[,127.0.0.1:port...]"``, the addresses of every broker."""
         if self._backend is None:
             raise RuntimeError("the cluster is not started; use `async with KafkaCluster()`")
+        if self._proxies:
+            return ",".join(p.address for p in self._proxies.values())
         return self._backend.bootstrap_servers
+
+    def proxy(self, node_id: int) -> FaultProxy:
+        """The fault-injecting proxy in front of broker ``node_id`` (``proxied=True``)."""
+        try:
+            return self._proxies[node_id]
+        except KeyError:
+            raise ValueError(
+                f"no proxy for node {node_id}: the cluster is not proxied or not started"
+            ) from None
 
     @property
     def node_ids(self) -> list[int]:
@@ -193,14 +222,19 @@ class KafkaCluster:
                 self.server_properties,
                 start_timeout_s=self.start_timeout_s,
                 heap=self.heap,
+                proxied=self.proxied,
             )
         else:
             raise ValueError(f"unknown source {self.source!r}")
         self._backend = backend
         try:
             await backend.start()
+            if self.proxied:
+                await self._start_proxies(backend)
         except BaseException:
             self._backend = None
+            await self._close_proxies()
+            backend.close_now()
             raise
         self.startup_seconds = time.monotonic() - started
         log.info(
@@ -211,15 +245,32 @@ class KafkaCluster:
             self.startup_seconds,
         )
 
+    async def _start_proxies(self, backend: _Backend) -> None:
+        from aiostream_kafka.testing.local import HOST, LocalKafkaCluster
+        from aiostream_kafka.testing.proxy import FaultProxy
+
+        assert isinstance(backend, LocalKafkaCluster)
+        for node_id, (port, advertised) in backend.advertised_ports().items():
+            proxy = FaultProxy(HOST, port, listen_host=HOST, listen_port=advertised)
+            await proxy.start()
+            self._proxies[node_id] = proxy
+
+    async def _close_proxies(self) -> None:
+        proxies, self._proxies = list(self._proxies.values()), {}
+        for proxy in proxies:
+            await proxy.close()
+
     async def close(self) -> None:
         """Stop every broker and remove the cluster's files. Idempotent."""
         backend, self._backend = self._backend, None
-        if backend is None:
-            return
         try:
-            await backend.close()
+            await self._close_proxies()
         finally:
-            backend.close_now()
+            if backend is not None:
+                try:
+                    await backend.close()
+                finally:
+                    backend.close_now()
 
     def _require(self) -> _Backend:
         if self._backend is None:
@@ -268,6 +319,8 @@ class KafkaCluster:
     # Synchronous helpers for code without a running event loop (fixtures, CLI).
     def start_blocking(self) -> None:
         """Start the cluster from synchronous code (runs a private event loop)."""
+        if self.proxied:
+            raise RuntimeError("a proxied cluster lives in one event loop: use `async with`")
         asyncio.run(self.start())
 
     def close_blocking(self) -> None:

@@ -76,8 +76,15 @@ def free_ports(count: int) -> list[int]:
 
 
 def new_cluster_id() -> str:
-    """Return a KRaft cluster id: 22 characters of URL-safe base64 of a random UUID."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    """Return a KRaft cluster id: 22 characters of URL-safe base64 of a random UUID.
+
+    Never one starting with "-", which the storage tool would parse as an option (Kafka's
+    own ``Uuid.randomUuid`` skips those too).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -107,6 +114,10 @@ class _Node:
     port: int
     controller_port: int
     directory: Path
+    # With a proxied cluster: the port advertised to clients (a FaultProxy's) and the
+    # listener brokers use among themselves, so that faults hit only client traffic.
+    advertised_port: int | None = None
+    internal_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
     log_handle: object | None = field(default=None, repr=False)
 
@@ -147,6 +158,7 @@ class LocalKafkaCluster:
         start_timeout_s: float = 120.0,
         heap: str = "512m",
         jvm_options: list[str] | None = None,
+        proxied: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -155,6 +167,7 @@ class LocalKafkaCluster:
         self.start_timeout_s = start_timeout_s
         self.heap = heap
         self.jvm_options = list(jvm_options or [])
+        self.proxied = proxied
         self.directory: Path | None = None
         self.nodes: dict[int, _Node] = {}
         self._lib: Path | None = None
@@ -165,15 +178,28 @@ class LocalKafkaCluster:
     def _properties(self, node: _Node) -> dict[str, str]:
         voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in self.nodes.values())
         replication = str(min(3, self.brokers))
+        listeners = f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}"
+        advertised = listeners
+        inter_broker = "PLAINTEXT"
+        protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        if node.advertised_port is not None and node.internal_port is not None:
+            internal = f"INTERNAL://{HOST}:{node.internal_port}"
+            listeners = f"{listeners},{internal}"
+            advertised = (
+                f"PLAINTEXT://{HOST}:{node.advertised_port},"
+                f"CONTROLLER://{HOST}:{node.controller_port},{internal}"
+            )
+            inter_broker = "INTERNAL"
+            protocols += ",INTERNAL:PLAINTEXT"
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
+            "listeners": listeners,
+            "advertised.listeners": advertised,
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": inter_broker,
+            "listener.security.protocol.map": protocols,
             "log.dirs": str(node.data_dir),
             "num.partitions": "1",
             "default.replication.factor": "1",
@@ -226,6 +252,13 @@ class LocalKafkaCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{n.port}" for n in self.nodes.values())
 
+    def advertised_ports(self) -> dict[int, tuple[int, int]]:
+        """``{node_id: (listening port, advertised port)}``; they differ when proxied."""
+        return {
+            n.node_id: (n.port, n.port if n.advertised_port is None else n.advertised_port)
+            for n in self.nodes.values()
+        }
+
     async def start(self) -> None:
         """Resolve the jars (once), format and start every node, wait until all serve."""
         self._java = java_executable()
@@ -234,11 +267,15 @@ class LocalKafkaCluster:
         _LIVE.add(self)
         try:
             for attempt in range(1, _START_ATTEMPTS + 1):
-                ports = free_ports(2 * self.brokers)
-                self.nodes = {
-                    i: _Node(i, ports[2 * (i - 1)], ports[2 * i - 1], self.directory / f"node-{i}")
-                    for i in range(1, self.brokers + 1)
-                }
+                per_node = 4 if self.proxied else 2
+                ports = free_ports(per_node * self.brokers)
+                self.nodes = {}
+                for i in range(1, self.brokers + 1):
+                    mine = ports[per_node * (i - 1) : per_node * i]
+                    node = _Node(i, mine[0], mine[1], self.directory / f"node-{i}")
+                    if self.proxied:
+                        node.advertised_port, node.internal_port = mine[2], mine[3]
+                    self.nodes[i] = node
                 self._write_config()
                 await self._format()
                 for node in self.nodes.values():

@@ -1,0 +1,16 @@
+"""The producer: ``Producer`` and what it is made of (see ``ARCHITECTURE.md``)."""
+
+from __future__ import annotations
+
+from aiostream_kafka.producer.config import ProducerConfig
+from aiostream_kafka.producer.partitioner import murmur2, partition_for_key
+from aiostream_kafka.producer.producer import Producer, ProducerClosedError, ProducerRecord
+
+__all__ = [
+    "Producer",
+    "ProducerClosedError",
+    "ProducerConfig",
+    "ProducerRecord",
+    "murmur2",
+    "partition_for_key",
+]

@@ -1,0 +1,339 @@
+"""The record accumulator: per-partition deques of batches waiting to be sent.
+
+Callers append records to the open (last) batch of their partition's deque; a batch closes
+when the next record does not fit in ``batch_size`` (Java's semantics: the first record of
+a batch is always taken, whatever its size) or when the sender takes it. The sender takes
+batches from the head of each deque (:mod:`aiostream_kafka.producer.sender`).
+
+Memory: a new batch first reserves its capacity in the :class:`BufferPool`, waiting up to
+``max_block_ms``; the reservation is returned when the batch completes. A caller that had
+to wait for memory looks at the deque again afterwards: another caller may have opened a
+batch with room meanwhile ("somebody else found us a batch", as the Java client says).
+
+Everything here runs on the event loop thread; "concurrent" means interleaved at awaits,
+so the only awaits on the append path are the buffer-pool wait and metadata waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Sequence
+
+from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.producer.buffer_pool import BufferPool
+from aiostream_kafka.protocol.compression import CompressionType
+from aiostream_kafka.protocol.records import (
+    HEADER_SIZE,
+    NO_SEQUENCE,
+    RecordBatchBuilder,
+    restamp_batch,
+)
+from aiostream_kafka.structs import RecordMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Accumulator", "ProducerBatch", "record_size_upper_bound"]
+
+HeaderList = Sequence[tuple[str | bytes, bytes | bytearray | None]]
+BytesLike = bytes | bytearray | memoryview
+
+
+def record_size_upper_bound(
+    key: BytesLike | None, value: BytesLike | None, headers: HeaderList | None
+) -> int:
+    """An upper bound of the encoded size of one record, batch header included."""
+    # length 5 + attributes 1 + timestampDelta 10 + offsetDelta 5 + keyLength 5
+    # + valueLength 5 + headerCount 5 = 36 bytes of worst-case framing.
+    size = HEADER_SIZE + 36
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    if headers:
+        for name, hvalue in headers:
+            size += 10 + len(name) * (4 if isinstance(name, str) else 1)
+            if hvalue is not None:
+                size += len(hvalue)
+    return size
+
+
+class ProducerBatch:
+    """One record batch of one partition, with a future per record.
+
+    Producer id, epoch and base sequence are stamped when the sender first takes the batch
+    (and re-stamped after an epoch bump); the encoded (and compressed) bytes are built
+    once and re-stamped in place of rebuilding on retry.
+    """
+
+    __slots__ = (
+        "attempts",
+        "base_sequence",
+        "builder",
+        "closed",
+        "created",
+        "deadline",
+        "done",
+        "futures",
+        "maybe_written",
+        "payload",
+        "producer_epoch",
+        "producer_id",
+        "reserved",
+        "retry_at",
+        "timestamps",
+        "tp",
+    )
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        batch_size: int,
+        reserved: int,
+        created: float,
+        deadline: float,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.tp = tp
+        self.builder = RecordBatchBuilder(batch_size)
+        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        self.timestamps: list[int] = []
+        self.reserved = reserved
+        self.created = created
+        self.deadline = deadline
+        self.closed = False
+        self.done: asyncio.Future[None] = loop.create_future()
+        self.base_sequence = NO_SEQUENCE
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.payload: bytes | None = None
+        self.attempts = 0
+        self.retry_at = 0.0
+        # True once a request carrying it failed without an answer: the broker may have
+        # written it, so only a retry with the same producer id, epoch and sequence is safe.
+        self.maybe_written = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.tp.topic}-{self.tp.partition} records={len(self.futures)} "
+            f"seq={self.base_sequence} attempts={self.attempts}>"
+        )
+
+    @property
+    def record_count(self) -> int:
+        """Records in the batch."""
+        return len(self.futures)
+
+    def append(
+        self,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: HeaderList | None,
+        timestamp_ms: int,
+        future: asyncio.Future[RecordMetadata],
+    ) -> None:
+        """Add one record (the caller checked :meth:`RecordBatchBuilder.has_room_for`)."""
+        self.builder.append(key, value, headers, timestamp_ms)
+        self.futures.append(future)
+        self.timestamps.append(timestamp_ms)
+
+    def encoded(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        base_sequence: int,
+        compression: CompressionType,
+        compression_level: int | None,
+    ) -> bytes:
+        """The batch's bytes stamped with ``producer_id``/``producer_epoch``/``base_sequence``
+        (compressed once; later calls only re-stamp the header and CRC)."""
+        payload = self.payload
+        if payload is None:
+            payload = self.builder.build(
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+                compression=compression,
+                compression_level=compression_level,
+            )
+        elif (producer_id, producer_epoch, base_sequence) != (
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+        ):
+            payload = restamp_batch(
+                payload,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+            )
+        self.payload = payload
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        return payload
+
+    def complete(self, base_offset: int, log_append_time_ms: int) -> None:
+        """Resolve every record future with its metadata."""
+        topic, partition = self.tp
+        timestamps = self.timestamps
+        meta = RecordMetadata
+        if base_offset < 0:  # acks=0: no offsets
+            for i, future in enumerate(self.futures):
+                if not future.done():
+                    ts = timestamps[i] if log_append_time_ms < 0 else log_append_time_ms
+                    future.set_result(meta(topic, partition, -1, ts))
+        elif log_append_time_ms < 0:  # CreateTime: each record's own timestamp
+            for i, future in enumerate(self.futures):
+                if not future.done():
+                    future.set_result(meta(topic, partition, base_offset + i, timestamps[i]))
+        else:
+            for i, future in enumerate(self.futures):
+                if not future.done():
+                    future.set_result(meta(topic, partition, base_offset + i, log_append_time_ms))
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def fail(self, error: KafkaError) -> None:
+        """Fail every record future with ``error``."""
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(error)
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class Accumulator:
+    """Per-partition deques of batches, and the batches not yet completed.
+
+    ``wakeup`` is set whenever the sender may have something new to do (a new batch, a
+    full batch); the sender clears it.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        delivery_timeout_ms: int,
+        pool: BufferPool,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self.batch_size = batch_size
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.pool = pool
+        self.loop = loop
+        self.batches: dict[TopicPartition, collections.deque[ProducerBatch]] = {}
+        # Every batch created and not yet completed, queued or in flight (for flush/close).
+        self.incomplete: set[ProducerBatch] = set()
+        self.wakeup = asyncio.Event()
+
+    def try_append(
+        self,
+        tp: tuple[str, int],
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: HeaderList | None,
+        timestamp_ms: int,
+    ) -> asyncio.Future[RecordMetadata] | None:
+        """Append to the open batch of ``tp`` if it has room; None when a new batch is
+        needed. Never waits."""
+        dq = self.batches.get(tp)  # type: ignore[call-overload]
+        if dq:
+            last = dq[-1]
+            if not last.closed:
+                if last.builder.has_room_for(key, value, headers):
+                    future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self.loop)
+                    last.builder.append(key, value, headers, timestamp_ms)
+                    last.futures.append(future)
+                    last.timestamps.append(timestamp_ms)
+                    return future
+                last.closed = True  # full: the sender may take it now
+                self.wakeup.set()
+        return None
+
+    def open_batch(self, tp: TopicPartition) -> ProducerBatch | None:
+        """The open batch of ``tp``, if any."""
+        dq = self.batches.get(tp)
+        if dq:
+            last = dq[-1]
+            if not last.closed:
+                return last
+        return None
+
+    async def append_new(
+        self,
+        tp: TopicPartition,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: HeaderList | None,
+        timestamp_ms: int,
+        timeout_s: float,
+    ) -> tuple[asyncio.Future[RecordMetadata], ProducerBatch]:
+        """Open a new batch for the record (reserving memory, waiting up to ``timeout_s``)
+        unless another caller opened one with room meanwhile. Returns the record's future
+        and the batch it went to.
+
+        Raises:
+            KafkaTimeoutError: no memory became free within ``timeout_s``.
+        """
+        # A batch reserves its capacity; never more than the whole budget (the producer
+        # refused records larger than that already).
+        size = max(self.batch_size, record_size_upper_bound(key, value, headers))
+        size = min(size, self.pool.total)
+        if not self.pool.try_reserve(size):
+            self.wakeup.set()  # waiters make every batch sendable: let the sender run
+            await self.pool.reserve(size, timeout_s)
+            joined = self.try_append(tp, key, value, headers, timestamp_ms)
+            if joined is not None:
+                self.pool.release(size)
+                return joined, self.batches[tp][-1]
+        now = time.monotonic()
+        batch = ProducerBatch(
+            tp, self.batch_size, size, now, now + self.delivery_timeout_s, self.loop
+        )
+        future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self.loop)
+        batch.append(key, value, headers, timestamp_ms, future)
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = collections.deque()
+        elif dq and not dq[-1].closed:
+            dq[-1].closed = True
+        dq.append(batch)
+        self.incomplete.add(batch)
+        self.wakeup.set()
+        return future, batch
+
+    def requeue(self, batch: ProducerBatch) -> None:
+        """Put a batch back for a retry, ahead of every batch never sent and in sequence
+        order among those already sequenced, so that a partition's batches go out again in
+        the order the broker expects them (KIP-98)."""
+        dq = self.batches.get(batch.tp)
+        if dq is None:
+            dq = self.batches[batch.tp] = collections.deque()
+        batch.closed = True
+        index = 0
+        if batch.base_sequence >= 0:
+            for queued in dq:
+                if queued.base_sequence < 0 or queued.base_sequence > batch.base_sequence:
+                    break
+                index += 1
+        dq.insert(index, batch)
+        self.wakeup.set()
+
+    def finish(self, batch: ProducerBatch) -> None:
+        """Forget a completed batch and return its memory."""
+        if batch in self.incomplete:
+            self.incomplete.discard(batch)
+            self.pool.release(batch.reserved)
+
+    def fail_all(self, error: KafkaError) -> int:
+        """Fail every batch still queued (not those in flight); return how many records."""
+        failed = 0
+        for dq in self.batches.values():
+            while dq:
+                batch = dq.popleft()
+                failed += batch.record_count
+                batch.fail(error)
+                self.finish(batch)
+        return failed

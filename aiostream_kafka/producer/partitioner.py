@@ -1,0 +1,107 @@
+"""Choosing the partition of a record.
+
+* An explicit ``partition`` is used as is.
+* A keyed record goes to ``toPositive(murmur2(key)) % partitions``: the Java client's
+  built-in partitioner, byte for byte, so that records with the same key land in the same
+  partition whichever client (Java, librdkafka's ``murmur2_random``, this one) wrote them.
+* A keyless record goes to the *sticky* partition of its topic (KIP-480): every keyless
+  record sticks to one partition until the batch it fills there is complete (full, or taken
+  by the sender), then a new partition is chosen at random. That yields large batches at
+  low ``linger_ms`` instead of one tiny batch per partition, which round-robin gives.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "to_positive"]
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK32 = 0xFFFFFFFF
+
+# Unpackers of n little-endian uint32 words, built once per word count.
+_WORDS: dict[int, struct.Struct] = {}
+
+
+def murmur2(data: bytes | bytearray | memoryview) -> int:
+    """Return the 32-bit murmur2 hash of ``data`` as Kafka's ``Utils.murmur2`` computes it
+    (seed ``0x9747b28c``, little-endian words), as a signed int like Java's."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK32
+    n_words = length >> 2
+    if n_words:
+        unpack = _WORDS.get(n_words)
+        if unpack is None:
+            unpack = _WORDS.setdefault(n_words, struct.Struct(f"<{n_words}I"))
+        for k in unpack.unpack_from(data, 0):
+            k = (k * _M) & _MASK32
+            k ^= k >> 24
+            k = (k * _M) & _MASK32
+            h = ((h * _M) & _MASK32) ^ k
+    tail = length & 3
+    if tail:
+        at = length - tail
+        if tail == 3:
+            h ^= data[at + 2] << 16
+        if tail >= 2:
+            h ^= data[at + 1] << 8
+        h ^= data[at]
+        h = (h * _M) & _MASK32
+    h ^= h >> 13
+    h = (h * _M) & _MASK32
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def to_positive(number: int) -> int:
+    """Kafka's ``Utils.toPositive``: clear the sign bit (not ``abs``, which overflows)."""
+    return number & 0x7FFFFFFF
+
+
+def partition_for_key(key: bytes | bytearray | memoryview, partitions: int) -> int:
+    """The partition of a keyed record among ``partitions``, as the Java client picks it."""
+    return to_positive(murmur2(key)) % partitions
+
+
+class StickyPartitioner:
+    """The sticky partition of each topic for keyless records (KIP-480).
+
+    The accumulator asks :meth:`partition` for every keyless record and calls
+    :meth:`next_partition` when the sticky partition's batch is complete; the new
+    partition is drawn among those with a leader (``available``) when there are any, and
+    differs from the previous one whenever possible.
+    """
+
+    __slots__ = ("_current", "_random")
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._current: dict[str, int] = {}
+        self._random = rng or random.Random()
+
+    def partition(self, topic: str, partitions: int, available: list[int] | None = None) -> int:
+        """The current sticky partition of ``topic`` (choosing one the first time)."""
+        current = self._current.get(topic)
+        if current is None or current >= partitions:
+            current = self._choose(topic, partitions, available, None)
+        return current
+
+    def next_partition(
+        self, topic: str, partitions: int, available: list[int] | None = None
+    ) -> int:
+        """Move ``topic`` to another partition (its batch is complete) and return it."""
+        return self._choose(topic, partitions, available, self._current.get(topic))
+
+    def _choose(
+        self, topic: str, partitions: int, available: list[int] | None, previous: int | None
+    ) -> int:
+        candidates: list[int] | range = available if available else range(partitions)
+        if len(candidates) == 1:
+            choice = candidates[0]
+        else:
+            choice = self._random.choice(candidates)
+            while choice == previous:
+                choice = self._random.choice(candidates)
+        self._current[topic] = choice
+        return choice

@@ -1,0 +1,590 @@
+"""``Producer``: the public producer.
+
+``send`` and ``enqueue`` serialize the record, choose its partition, and append it to the
+accumulator; one sender task (:mod:`aiostream_kafka.producer.sender`) sends ready batches.
+See ``ARCHITECTURE.md`` for the design and the invariants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.cluster.metadata import TopicMetadata
+from aiostream_kafka.config import ClientConfig, split_client_options
+from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError
+from aiostream_kafka.producer.accumulator import (
+    Accumulator,
+    HeaderList,
+    record_size_upper_bound,
+)
+from aiostream_kafka.producer.buffer_pool import BufferPool
+from aiostream_kafka.producer.config import ProducerConfig
+from aiostream_kafka.producer.idempotence import IdempotenceState
+from aiostream_kafka.producer.partitioner import StickyPartitioner, partition_for_key
+from aiostream_kafka.producer.sender import Sender, broker_error
+from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.serde import serialize
+from aiostream_kafka.structs import RecordMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Producer", "ProducerClosedError", "ProducerRecord"]
+
+_BYTES = (bytes, bytearray, memoryview)
+# The C future constructor: cheaper per record than loop.create_future(), a Python method.
+_Future = asyncio.Future
+# Topic errors worth waiting out (the topic is being created, or its leaders elected).
+_TRANSIENT_TOPIC_ERRORS = frozenset({3, 5})
+
+
+class ProducerClosedError(KafkaError):
+    """The producer is closed (or closing): it takes no more records; records it could
+    not deliver before ``close(timeout)`` ran out fail with this error."""
+
+
+@dataclass(slots=True)
+class ProducerRecord:
+    """A record to send, for :meth:`Producer.pipe` (and :meth:`Producer.send_record`)."""
+
+    topic: str
+    value: Any = None
+    key: Any = None
+    headers: Sequence[tuple[str, bytes | None]] | None = None
+    partition: int | None = None
+    timestamp_ms: int | None = None
+    #: Anything the caller wants carried along (not sent).
+    context: Any = field(default=None, compare=False)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _check_headers(headers: Any) -> HeaderList:
+    try:
+        items = list(headers)
+    except TypeError:
+        raise TypeError(
+            f"headers must be a sequence of (str, bytes | None) pairs, got {type(headers).__name__}"
+        ) from None
+    for item in items:
+        if (
+            not isinstance(item, tuple)
+            or len(item) != 2
+            or not isinstance(item[0], str | bytes)
+            or not (item[1] is None or isinstance(item[1], _BYTES))
+        ):
+            raise TypeError(f"a header must be a (str, bytes | None) pair, got {item!r}")
+    return items
+
+
+class Producer:
+    """An asyncio Kafka producer.
+
+    Use as ``async with Producer(bootstrap_servers="host:9092") as producer: ...``.
+    Options are those of :class:`~aiostream_kafka.config.ClientConfig` (``client_id``,
+    ``request_timeout_ms``, ``retry_backoff_ms``...) and of
+    :class:`~aiostream_kafka.producer.config.ProducerConfig` (``acks``, ``linger_ms``,
+    ``batch_size``, ``buffer_memory``, ``max_block_ms``, ``compression_type``,
+    ``enable_idempotence``, ``key_serializer``, ``value_serializer``...).
+
+    Leaving ``async with`` delivers everything buffered, then closes; :meth:`close` with a
+    timeout fails what is left after it.
+
+    Raises:
+        ConfigError: an unknown or invalid option, before any network I/O.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
+        client_options, producer_options = split_client_options(options)
+        try:
+            self.client_config = ClientConfig(bootstrap_servers=bootstrap_servers, **client_options)
+            self.config = ProducerConfig(
+                request_timeout_ms=self.client_config.request_timeout_ms, **producer_options
+            )
+        except TypeError as exc:
+            raise ConfigError(f"unknown Producer option: {exc}") from None
+        config = self.config
+        self._key_serializer = config.key_serializer
+        self._value_serializer = config.value_serializer
+        self._max_block_s = config.max_block_ms / 1000
+        self._batch_size = config.batch_size
+        # A record whose value alone is below this cannot exceed any size limit.
+        self._size_check_from = min(config.max_request_size, config.buffer_memory) - 1024
+        self._cluster = Cluster(self.client_config)
+        self._pool = BufferPool(config.buffer_memory)
+        self._partitioner = StickyPartitioner()
+        self._sticky: dict[str, Any] = {}  # topic -> the batch keyless records stick to
+        self._idempotence = IdempotenceState() if config.idempotent else None
+        self._accumulator: Accumulator | None = None
+        self._sender: Sender | None = None
+        self._sender_task: asyncio.Task[None] | None = None
+        self._state = "new"  # new -> running (-> failed) -> closing -> closed
+        self._failure: BaseException | None = None
+        self._close_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fetch the cluster metadata and start the sender task.
+
+        Raises:
+            KafkaTimeoutError: no bootstrap address answered within
+                ``default_api_timeout_ms``.
+            ProducerClosedError: the producer was closed.
+        """
+        if self._state != "new":
+            if self._state == "running":
+                return
+            raise ProducerClosedError("the producer is closed; create a new one")
+        await self._cluster.bootstrap()
+        loop = asyncio.get_running_loop()
+        self._accumulator = Accumulator(
+            self.config.batch_size, self.config.delivery_timeout_ms, self._pool, loop
+        )
+        self._sender = Sender(self._cluster, self._accumulator, self.config, self._idempotence)
+        self._sender_task = asyncio.create_task(
+            self._sender.run(), name="aiostream-kafka producer sender"
+        )
+        self._sender_task.add_done_callback(self._sender_done)
+        self._state = "running"
+
+    def _sender_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self._state != "running":
+            return
+        error = task.exception()
+        if error is not None:
+            # A bug: make it visible to every caller rather than hanging them.
+            log.error("the producer's sender task died", exc_info=error)
+            self._failure = error
+            self._state = "failed"  # takes no more records; close() still cleans up
+            failure = KafkaError(f"the producer's sender task died: {error!r}")
+            if self._accumulator is not None and self._sender is not None:
+                self._sender.fail_batches(self._accumulator.incomplete, failure)
+
+    async def __aenter__(self) -> Producer:
+        try:
+            await self.start()
+        except BaseException:
+            await self.close(timeout=0)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
+        """Stop taking records, deliver what is buffered, then release everything.
+
+        With ``timeout`` (seconds), records not acknowledged by then fail with
+        :class:`ProducerClosedError`; without one, delivery is bounded by
+        ``delivery_timeout_ms`` per record. Idempotent; concurrent calls share one close.
+        Cancelling ``close`` still releases every task and connection (then re-raises).
+        """
+        if self._close_task is None:
+            self._close_task = asyncio.create_task(self._close(timeout))
+        await asyncio.shield(self._close_task)
+
+    async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
+        started = self._state == "running"
+        self._state = "closing"
+        if self._sender is not None:
+            self._sender.closing = True  # every batch is ready now: no lingering
+            if self._accumulator is not None:
+                self._accumulator.wakeup.set()
+        try:
+            if started:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await self._flush()
+                except TimeoutError:
+                    pass
+        finally:
+            acc, sender = self._accumulator, self._sender
+            if acc is not None and sender is not None and acc.incomplete:
+                left = sum(b.record_count for b in acc.incomplete)
+                log.warning("producer closed with %d record(s) not delivered", left)
+                sender.fail_batches(
+                    acc.incomplete,
+                    ProducerClosedError(
+                        f"the producer was closed (close timeout {timeout} s) before this "
+                        "record was acknowledged"
+                    ),
+                )
+            if sender is not None:
+                await sender.stop()
+            if self._sender_task is not None:
+                self._sender_task.cancel()
+                await asyncio.gather(self._sender_task, return_exceptions=True)
+            await self._cluster.close()
+            self._state = "closed"
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` began."""
+        return self._state in ("closing", "closed")
+
+    @property
+    def cluster(self) -> Cluster:
+        """The metadata cache and connection pool (for diagnostics)."""
+        return self._cluster
+
+    @property
+    def buffer_pool(self) -> BufferPool:
+        """The memory budget (``buffer_memory``) and its use, for diagnostics."""
+        return self._pool
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        """The idempotent producer id and epoch ((-1, -1) before the first batch or when
+        idempotence is off)."""
+        idem = self._idempotence
+        return (-1, -1) if idem is None else (idem.producer_id, idem.producer_epoch)
+
+    def _not_running(self) -> Exception:
+        if self._failure is not None:
+            return KafkaError(f"the producer failed: {self._failure!r}")
+        if self._state == "new":
+            return RuntimeError(
+                "the producer is not started: use `async with Producer(...)` or "
+                "`await producer.start()`"
+            )
+        return ProducerClosedError("the producer is closed; it takes no more records")
+
+    # -- sending ---------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and return its :class:`RecordMetadata` once acknowledged
+        (with ``acks=0``: once written to the socket, offset -1).
+
+        Raises:
+            TypeError: a key or value that is not bytes (or None) and no serializer, or bad
+                headers.
+            RecordTooLargeError: the record exceeds ``max_request_size`` or
+                ``buffer_memory``.
+            UnknownTopicOrPartitionError: the topic (or partition) did not appear in the
+                metadata within ``max_block_ms``.
+            KafkaTimeoutError: no buffer memory within ``max_block_ms``, or no
+                acknowledgement within ``delivery_timeout_ms``.
+            KafkaError: the broker's error for this record (typed, e.g.
+                ``TopicAuthorizationFailedError``).
+            ProducerClosedError: the producer is closed.
+        """
+        future = await self.enqueue(topic, value, key, headers, partition, timestamp_ms)
+        return await future
+
+    async def send_record(self, record: ProducerRecord) -> RecordMetadata:
+        """:meth:`send` for a :class:`ProducerRecord`."""
+        future = await self.enqueue(
+            record.topic,
+            record.value,
+            record.key,
+            record.headers,
+            record.partition,
+            record.timestamp_ms,
+        )
+        return await future
+
+    async def enqueue(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Buffer one record and return a future of its :class:`RecordMetadata`.
+
+        Returns as soon as the record is in a batch: it waits only for buffer memory (and,
+        for a topic not seen before, its metadata), both up to ``max_block_ms``. The
+        future fails with what :meth:`send` would raise for the record's delivery.
+
+        Raises: the call-time errors of :meth:`send` (``TypeError``,
+        ``RecordTooLargeError``, ``UnknownTopicOrPartitionError``, ``KafkaTimeoutError``
+        for memory, ``ProducerClosedError``).
+        """
+        acc = self._accumulator
+        if self._state != "running" or acc is None:
+            raise self._not_running()
+        # The hot path: checks cheapest first, and a keyless record joins its topic's
+        # sticky batch without looking at the metadata.
+        serializer = self._value_serializer
+        if serializer is not None:
+            value = serialize(serializer, value, "value")
+        elif value is not None and type(value) is not bytes and not isinstance(value, _BYTES):
+            serialize(None, value, "value")  # raises TypeError naming the fix
+        serializer = self._key_serializer
+        if serializer is not None:
+            key = serialize(serializer, key, "key")
+        elif key is not None and type(key) is not bytes and not isinstance(key, _BYTES):
+            serialize(None, key, "key")
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+            raise TypeError(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
+        if headers is not None:
+            headers = _check_headers(headers)  # type: ignore[assignment]
+            self._check_size(topic, key, value, headers)
+        elif (value is not None and len(value) > self._size_check_from) or (
+            key is not None and len(key) > self._size_check_from
+        ):
+            self._check_size(topic, key, value, headers)
+        if key is None and partition is None:
+            batch = self._sticky.get(topic)
+            if batch is not None and not batch.closed:
+                builder = batch.builder
+                if headers is None:
+                    # builder.has_room_for inlined: 36 bytes bound the framing of a record.
+                    size = 36 if value is None else 36 + len(value)
+                    fits = builder.size_in_bytes + size <= self._batch_size
+                else:
+                    fits = builder.has_room_for(None, value, headers)
+                if fits:
+                    future: asyncio.Future[RecordMetadata] = _Future(loop=acc.loop)
+                    builder.append(None, value, headers, timestamp_ms)
+                    batch.futures.append(future)
+                    batch.timestamps.append(timestamp_ms)
+                    return future
+        meta = self._cluster.snapshot.topics.get(topic)
+        if meta is None or meta.error_code or not meta.partitions:
+            meta = await self._wait_for_topic(topic, partition)
+        count = len(meta.partitions)
+        if partition is not None:
+            if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+                raise TypeError(f"partition must be a non-negative int, got {partition!r}")
+            if partition >= count:
+                meta = await self._wait_for_topic(topic, partition)
+        elif key is not None:
+            partition = partition_for_key(key, count)
+        else:
+            return await self._append_keyless(acc, meta, value, headers, timestamp_ms)
+        future_or_none = acc.try_append((topic, partition), key, value, headers, timestamp_ms)
+        if future_or_none is None:
+            future, _ = await acc.append_new(
+                TopicPartition(topic, partition),
+                key,
+                value,
+                headers,
+                timestamp_ms,
+                self._max_block_s,
+            )
+            await asyncio.sleep(0)  # a new batch: let the sender and the readers run
+            return future
+        return future_or_none
+
+    async def _append_keyless(
+        self,
+        acc: Accumulator,
+        meta: TopicMetadata,
+        value: Any,
+        headers: HeaderList | None,
+        timestamp_ms: int,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Append a keyless record to its topic's sticky partition (KIP-480), moving to
+        another partition when the sticky batch is complete."""
+        topic = meta.name
+        batch = self._sticky.get(topic)
+        if batch is not None and not batch.closed:
+            if batch.builder.has_room_for(None, value, headers):
+                future: asyncio.Future[RecordMetadata] = _Future(loop=acc.loop)
+                batch.append(None, value, headers, timestamp_ms, future)
+                return future
+            batch.closed = True
+            acc.wakeup.set()
+        count = len(meta.partitions)
+        available = [p for p, m in meta.partitions.items() if m.leader >= 0]
+        if batch is None:
+            partition = self._partitioner.partition(topic, count, available)
+        else:
+            partition = self._partitioner.next_partition(topic, count, available)
+        tp = TopicPartition(topic, partition)
+        future_or_none = acc.try_append(tp, None, value, headers, timestamp_ms)
+        if future_or_none is not None:
+            self._sticky[topic] = acc.open_batch(tp)
+            return future_or_none
+        future, new_batch = await acc.append_new(
+            tp, None, value, headers, timestamp_ms, self._max_block_s
+        )
+        self._sticky[topic] = new_batch
+        await asyncio.sleep(0)  # a new batch: let the sender and the readers run
+        return future
+
+    def _check_size(self, topic: str, key: Any, value: Any, headers: HeaderList | None) -> None:
+        size = record_size_upper_bound(key, value, headers)
+        limit = min(self.config.max_request_size, self.config.buffer_memory)
+        if size > limit:
+            which = (
+                "max_request_size"
+                if self.config.max_request_size <= self.config.buffer_memory
+                else "buffer_memory"
+            )
+            raise ec.RecordTooLargeError(
+                f"a record for topic {topic!r} is {size} bytes when serialized (upper bound), "
+                f"more than {which}={limit}"
+            )
+
+    async def _wait_for_topic(self, topic: str, partition: int | None) -> TopicMetadata:
+        """Wait up to ``max_block_ms`` for ``topic`` (and ``partition``) in the metadata."""
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        deadline = time.monotonic() + self._max_block_s
+        backoff = self.client_config.retry_backoff_ms / 1000
+        error_code = 3
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                async with asyncio.timeout(max(remaining, 0.001)):
+                    snapshot = await self._cluster.refresh([topic])
+            except TimeoutError:
+                snapshot = self._cluster.snapshot
+            except KafkaTimeoutError:
+                snapshot = self._cluster.snapshot
+            meta = snapshot.topics.get(topic)
+            if meta is not None:
+                error_code = meta.error_code
+                if error_code == 0 and meta.partitions:
+                    if partition is None or partition in meta.partitions:
+                        return meta
+                elif error_code and error_code not in _TRANSIENT_TOPIC_ERRORS:
+                    self._cluster.untrack([topic])
+                    raise broker_error(error_code, f"topic {topic!r}")
+            if self._state != "running":
+                raise self._not_running()
+            if time.monotonic() + backoff >= deadline:
+                self._cluster.untrack([topic])
+                if meta is not None and error_code == 0 and partition is not None:
+                    raise ec.UnknownTopicOrPartitionError(
+                        f"partition {partition} of topic {topic!r} does not exist (it has "
+                        f"{len(meta.partitions)}), still after max_block_ms="
+                        f"{self.config.max_block_ms}"
+                    )
+                raise ec.UnknownTopicOrPartitionError(
+                    f"topic {topic!r} is not in the cluster metadata after max_block_ms="
+                    f"{self.config.max_block_ms} (create it first: automatic topic creation "
+                    "is not requested)"
+                )
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.client_config.retry_backoff_max_ms / 1000)
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of ``topic``, waiting up to ``max_block_ms`` for its metadata.
+
+        Raises:
+            UnknownTopicOrPartitionError: the topic did not appear in time.
+        """
+        if self._state != "running":
+            raise self._not_running()
+        meta = self._cluster.snapshot.topics.get(topic)
+        if meta is None or meta.error_code or not meta.partitions:
+            meta = await self._wait_for_topic(topic, None)
+        return sorted(meta.partitions)
+
+    # -- flush and pipe ----------------------------------------------------------------------
+
+    async def flush(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Send every buffered record now and wait until each is acknowledged or failed
+        (records appended while flushing are sent at once too, but not waited for).
+
+        Raises:
+            KafkaTimeoutError: ``timeout`` seconds passed first (nothing is failed by it).
+            ProducerClosedError: the producer is closed.
+        """
+        if self._state != "running":
+            raise self._not_running()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._flush()
+        except TimeoutError:
+            raise KafkaTimeoutError(f"flush did not complete within {timeout} s") from None
+
+    async def _flush(self) -> None:
+        acc, sender = self._accumulator, self._sender
+        if acc is None or sender is None:
+            return
+        pending = [b.done for b in acc.incomplete]
+        if not pending:
+            return
+        sender.flushing += 1
+        acc.wakeup.set()
+        try:
+            await asyncio.wait(pending)
+        finally:
+            sender.flushing -= 1
+
+    async def pipe(
+        self,
+        records: AsyncIterable[ProducerRecord] | Iterable[ProducerRecord],
+        max_in_flight: int = 1000,
+    ) -> AsyncIterator[RecordMetadata]:
+        """Send every record of ``records`` and yield their metadata in the same order.
+
+        At most ``max_in_flight`` records are buffered and not yet yielded: the source is
+        read only as fast as acknowledgements come back and the consumer of this iterator
+        takes them (fs2-kafka's ``pipe``). Metadata is yielded as soon as the oldest
+        record is acknowledged.
+
+        Raises the first record's delivery error, in order (records after it are still
+        delivered by the producer, their results dropped), and what :meth:`send` raises.
+        """
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        window: collections.deque[asyncio.Future[RecordMetadata]] = collections.deque()
+
+        async def take() -> RecordMetadata:
+            return await window.popleft()
+
+        try:
+            if isinstance(records, AsyncIterable):
+                async for record in records:
+                    while window and (len(window) >= max_in_flight or window[0].done()):
+                        yield await take()
+                    window.append(await self._enqueue_record(record))
+            else:
+                for record in records:
+                    while window and (len(window) >= max_in_flight or window[0].done()):
+                        yield await take()
+                    window.append(await self._enqueue_record(record))
+            while window:
+                yield await take()
+        finally:
+            for future in window:  # abandoned: retrieve, so nothing is logged as lost
+                future.add_done_callback(_retrieve)
+
+    async def _enqueue_record(self, record: ProducerRecord) -> asyncio.Future[RecordMetadata]:
+        if not isinstance(record, ProducerRecord):
+            raise TypeError(f"pipe expects ProducerRecord items, got {type(record).__name__}")
+        return await self.enqueue(
+            record.topic,
+            record.value,
+            record.key,
+            record.headers,
+            record.partition,
+            record.timestamp_ms,
+        )
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,612 @@
+"""The sender: one task that drains ready batches into Produce requests.
+
+Each round (woken by a new or full batch, a finished request, new metadata, or the
+earliest linger deadline) it:
+
+1. fails batches whose ``delivery_timeout_ms`` has passed;
+2. finds the partitions whose head batch is *ready* -- full, or older than ``linger_ms``,
+   or needed now (``flush()``, ``close()``, callers waiting for buffer memory) -- and not
+   backing off after an error;
+3. groups them by leader and, for each leader with fewer than
+   ``max_in_flight_requests_per_connection`` requests in flight, takes one batch per ready
+   partition (up to ``max_request_size``) into one Produce request (seed 002,
+   ``RecordAccumulator.drain``), launched as its own task.
+
+Requests to one broker are written in the order they were made: the sender only launches
+a request on a connection that is already open (opening one is a separate task), and a
+launched request reaches its socket write without suspending, so tasks created in order
+write in order. Idempotence relies on this (see :mod:`~aiostream_kafka.producer.idempotence`).
+
+Responses complete record futures, or requeue the batch for a retry with exponential
+back-off until ``delivery_timeout_ms``. Errors that mean stale metadata use the KIP-951
+leader hint carried by the Produce response when there is one (the retry then goes to the
+new leader at once, without back-off), else refresh the metadata. Broker throttling
+(``throttle_time_ms``, KIP-219) mutes the broker for that long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.cluster.metadata import BrokerMetadata
+from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError
+from aiostream_kafka.net.connection import BrokerConnection
+from aiostream_kafka.net.pool import Lane
+from aiostream_kafka.producer.accumulator import Accumulator, ProducerBatch
+from aiostream_kafka.producer.config import ProducerConfig
+from aiostream_kafka.producer.idempotence import IdempotenceState
+from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
+from aiostream_kafka.protocol.messages.produce import ProduceRequest, ProduceResponse
+from aiostream_kafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+from aiostream_kafka.structs import TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Sender", "broker_error"]
+
+# Errors after which the partition's leader as we know it is probably wrong.
+_STALE_METADATA = frozenset(
+    {
+        3,  # UNKNOWN_TOPIC_OR_PARTITION
+        5,  # LEADER_NOT_AVAILABLE
+        6,  # NOT_LEADER_OR_FOLLOWER
+        56,  # KAFKA_STORAGE_ERROR
+        74,  # FENCED_LEADER_EPOCH
+        76,  # UNKNOWN_LEADER_EPOCH
+    }
+)
+_DUPLICATE_SEQUENCE = 46
+_OUT_OF_ORDER_SEQUENCE = 45
+_UNKNOWN_PRODUCER_ID = 59
+_INVALID_PRODUCER_EPOCH = 47
+_PRODUCER_FENCED = 90
+_MESSAGE_TOO_LARGE = 10
+_MIN_WAIT_S = 0.0005
+_MAX_EPOCH = 32767
+
+
+def broker_error(code: int, context: str, broker_message: str | None = None) -> KafkaError:
+    """The typed exception of Kafka error ``code``, its message saying what it concerns."""
+    info = ec.ERRORS_BY_CODE.get(code)
+    name = info.name if info else f"error {code}"
+    detail = broker_message or (info.description if info else "")
+    cls: type[KafkaError] = ec.error_for_code(code)
+    if code == _MESSAGE_TOO_LARGE:
+        cls = ec.RecordTooLargeError
+    return cls(f"{context}: {name}: {detail}".rstrip(": "))
+
+
+class Sender:
+    """Owns the produce side of the network for one producer; :meth:`run` is its task."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        accumulator: Accumulator,
+        config: ProducerConfig,
+        idempotence: IdempotenceState | None,
+    ) -> None:
+        self.cluster = cluster
+        self.acc = accumulator
+        self.config = config
+        self.idem = idempotence
+        self.linger_s = config.linger_ms / 1000
+        self.max_in_flight = config.max_in_flight_requests_per_connection
+        self.request_timeout_ms = config.request_timeout_ms
+        self.retry_backoff_s = cluster.config.retry_backoff_ms / 1000
+        self.retry_backoff_max_s = cluster.config.retry_backoff_max_ms / 1000
+        self.metadata_max_age_s = cluster.config.metadata_max_age_ms / 1000
+        self.flushing = 0
+        self.closing = False
+        self._stopping = False
+        self._in_flight: dict[int, int] = {}
+        self._throttled_until: dict[int, float] = {}
+        self._conns: dict[int, BrokerConnection] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._connecting: dict[int, asyncio.Task[None]] = {}
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._pid_task: asyncio.Task[None] | None = None
+        self._last_refresh = 0.0
+        self._rotation = 0
+        self._sent = False
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Produce requests sent and not yet answered, over all brokers."""
+        return sum(self._in_flight.values())
+
+    async def run(self) -> None:
+        """Run until :meth:`stop`. Raises only on a bug (the producer surfaces it)."""
+        wakeup = self.acc.wakeup
+        while not self._stopping:
+            wakeup.clear()
+            self._sent = False
+            delay = self._run_once(time.monotonic())
+            if self._stopping:
+                break
+            if self._sent:
+                # One round sends at most one request per broker; go round again (after
+                # letting the new request tasks write) while brokers take more.
+                await asyncio.sleep(0)
+                continue
+            if delay is None:
+                await wakeup.wait()
+            else:
+                try:
+                    async with asyncio.timeout(max(delay, _MIN_WAIT_S)):
+                        await wakeup.wait()
+                except TimeoutError:
+                    pass
+
+    async def stop(self) -> None:
+        """Stop the loop and every task it started (in-flight requests are cancelled; the
+        producer fails their batches)."""
+        self._stopping = True
+        self.acc.wakeup.set()
+        tasks = [*self._tasks, *self._connecting.values()]
+        for extra in (self._metadata_task, self._pid_task):
+            if extra is not None:
+                tasks.append(extra)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("producer sender task failed", exc_info=task.exception())
+
+    def _run_once(self, now: float) -> float | None:
+        acc = self.acc
+        self._expire(now)
+        idem = self.idem
+        if idem is not None and (not idem.has_producer_id or idem.bump_reason is not None):
+            if self.in_flight:
+                return None  # woken when a request finishes
+            if idem.has_producer_id and idem.producer_epoch < _MAX_EPOCH:
+                # KIP-360 for an idempotent producer: the epoch is bumped by the client
+                # (brokers take a higher epoch starting at sequence 0); only an exhausted
+                # epoch needs a new producer id from InitProducerId.
+                log.info(
+                    "idempotent producer id %d: epoch %d -> %d",
+                    idem.producer_id,
+                    idem.producer_epoch,
+                    idem.producer_epoch + 1,
+                )
+                idem.reset(idem.producer_id, idem.producer_epoch + 1)
+                self._resequence()
+            else:
+                if self._pid_task is None and (idem.bump_reason is not None or acc.incomplete):
+                    self._pid_task = asyncio.create_task(self._init_producer_id())
+                return None  # woken when the id arrives
+        snapshot = self.cluster.snapshot
+        if now - snapshot.fetched_at > self.metadata_max_age_s:
+            self._request_metadata()
+        everything_ready = self.flushing > 0 or self.closing or acc.pool.queued > 0
+        linger = self.linger_s
+        delay: float | None = None
+        ready: dict[int, list[TopicPartition]] = {}
+        unknown_leader = False
+        brokers = snapshot.brokers
+        for tp, dq in acc.batches.items():
+            if not dq:
+                continue
+            head = dq[0]
+            meta = snapshot.partition(tp)
+            leader = -1 if meta is None else meta.leader
+            if leader < 0 or leader not in brokers:
+                unknown_leader = True
+                continue
+            if head.retry_at > now:
+                wait = head.retry_at - now
+                delay = wait if delay is None or wait < delay else delay
+                continue
+            if not (everything_ready or head.closed or len(dq) > 1 or head.builder.is_full()):
+                wait = head.created + linger - now
+                if wait > 0:
+                    delay = wait if delay is None or wait < delay else delay
+                    continue
+            if idem is not None and not idem.can_send(head):
+                continue  # woken when the batch before it is answered
+            nodes = ready.get(leader)
+            if nodes is None:
+                ready[leader] = [tp]
+            else:
+                nodes.append(tp)
+        if unknown_leader:
+            self._request_metadata()
+        for node, tps in ready.items():
+            if self._in_flight.get(node, 0) >= self.max_in_flight:
+                continue
+            throttled = self._throttled_until.get(node, 0.0) - now
+            if throttled > 0:
+                delay = throttled if delay is None or throttled < delay else delay
+                continue
+            conn = self._conns.get(node)
+            if conn is None or conn.closed:
+                self._connect(node)
+                continue
+            self._send(node, conn, tps)
+        return delay
+
+    def _expire(self, now: float) -> None:
+        for dq in self.acc.batches.values():
+            while dq and dq[0].deadline <= now:
+                batch = dq.popleft()
+                batch.closed = True
+                self._fail(
+                    batch,
+                    KafkaTimeoutError(
+                        f"{len(batch.futures)} record(s) for {batch.tp.topic}-"
+                        f"{batch.tp.partition} were not acknowledged within "
+                        f"delivery_timeout_ms={self.config.delivery_timeout_ms} "
+                        f"({batch.attempts} attempt(s))"
+                    ),
+                )
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _send(self, node: int, conn: BrokerConnection, tps: list[TopicPartition]) -> None:
+        """Take one batch of each partition in ``tps`` (all led by ``node``) into one
+        Produce request and launch it."""
+        acc = self.acc
+        idem = self.idem
+        config = self.config
+        if len(tps) > 1:  # rotate the start so that max_request_size starves nobody
+            self._rotation = (self._rotation + 1) % len(tps)
+            tps = tps[self._rotation :] + tps[: self._rotation]
+        size = 0
+        taken: dict[tuple[str, int], ProducerBatch] = {}
+        by_topic: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+        for tp in tps:
+            dq = acc.batches[tp]
+            head = dq[0]
+            estimate = head.builder.size_in_bytes if head.payload is None else len(head.payload)
+            if taken and size + estimate > config.max_request_size:
+                break
+            dq.popleft()
+            head.closed = True
+            if idem is not None:
+                payload = head.encoded(
+                    idem.producer_id,
+                    idem.producer_epoch,
+                    idem.sequence_for(head),
+                    config.compression,
+                    config.compression_level,
+                )
+                idem.sent(head)
+            else:
+                payload = head.encoded(
+                    NO_PRODUCER_ID,
+                    NO_PRODUCER_EPOCH,
+                    NO_SEQUENCE,
+                    config.compression,
+                    config.compression_level,
+                )
+            size += len(payload)
+            taken[tp] = head
+            parts = by_topic.get(tp.topic)
+            if parts is None:
+                parts = by_topic[tp.topic] = []
+            parts.append(ProduceRequest.PartitionProduceData(index=tp.partition, records=payload))
+        topics = self.cluster.snapshot.topics
+        request = ProduceRequest(
+            transactional_id=None,
+            acks=config.required_acks,
+            timeout_ms=self.request_timeout_ms,
+            topic_data=[
+                ProduceRequest.TopicProduceData(
+                    name=name,
+                    topic_id=topics[name].topic_id,
+                    partition_data=parts,
+                )
+                for name, parts in by_topic.items()
+            ],
+        )
+        self._in_flight[node] = self._in_flight.get(node, 0) + 1
+        self._sent = True
+        # The task's first step runs up to the socket write without suspending (the
+        # connection is open and has free slots), so requests are written in launch order.
+        self._spawn(self._produce(node, conn, request, taken))
+
+    async def _produce(
+        self,
+        node: int,
+        conn: BrokerConnection,
+        request: ProduceRequest,
+        batches: dict[tuple[str, int], ProducerBatch],
+    ) -> None:
+        try:
+            if request.acks == 0:
+                await conn.request(request, expect_response=False)
+                for batch in batches.values():
+                    self._succeed(batch, -1, -1)
+                return
+            response = await conn.request(request)
+        except (NetworkError, KafkaTimeoutError) as exc:
+            log.info("produce request to broker %d failed (%s); retrying its batches", node, exc)
+            for batch in batches.values():
+                batch.maybe_written = True
+                self._answered(batch, acknowledged=False)
+                self._retry(batch, exc)
+            self._request_metadata()
+        except KafkaError as exc:
+            # Undecodable response, or no common version: fail what cannot be retried.
+            for batch in batches.values():
+                batch.maybe_written = True
+                self._answered(batch, acknowledged=False)
+                if exc.retriable:
+                    self._retry(batch, exc)
+                else:
+                    self._fail(batch, exc)
+        except Exception as exc:
+            # A bug (e.g. a request that does not encode): fail these records loudly rather
+            # than leave their callers waiting forever.
+            log.exception("produce request to broker %d failed unexpectedly", node)
+            error = KafkaError(f"producing failed unexpectedly: {exc!r}")
+            for batch in batches.values():
+                self._answered(batch, acknowledged=False)
+                self._fail(batch, error)
+        else:
+            assert isinstance(response, ProduceResponse)
+            self._handle_response(node, response, batches)
+        finally:
+            self._in_flight[node] -= 1
+            self.acc.wakeup.set()
+
+    def _handle_response(
+        self,
+        node: int,
+        response: ProduceResponse,
+        batches: dict[tuple[str, int], ProducerBatch],
+    ) -> None:
+        if response.throttle_time_ms > 0:
+            # KIP-219: the broker answered at once but asks us to hold back this long.
+            self._throttled_until[node] = time.monotonic() + response.throttle_time_ms / 1000
+        endpoints = {
+            e.node_id: BrokerMetadata(e.node_id, e.host, e.port, e.rack)
+            for e in response.node_endpoints
+        }
+        snapshot = self.cluster.snapshot
+        for topic in response.responses:
+            name = topic.name or snapshot.topic_name(topic.topic_id) or ""
+            for part in topic.partition_responses:
+                batch = batches.pop((name, part.index), None)
+                if batch is None:
+                    log.warning(
+                        "broker %d answered for %s-%d, not in the request", node, name, part.index
+                    )
+                    continue
+                code = part.error_code
+                if code == 0 or code == _DUPLICATE_SEQUENCE:
+                    self._answered(batch, acknowledged=True)
+                    self._succeed(batch, part.base_offset, part.log_append_time_ms)
+                else:
+                    self._partition_error(batch, part, endpoints)
+        for batch in batches.values():
+            self._answered(batch, acknowledged=False)
+            self._retry(batch, NetworkError(f"broker {node} did not answer for {batch.tp}"))
+
+    def _partition_error(
+        self,
+        batch: ProducerBatch,
+        part: ProduceResponse.PartitionProduceResponse,
+        endpoints: dict[int, BrokerMetadata],
+    ) -> None:
+        tp = batch.tp
+        code = part.error_code
+        message = part.error_message
+        if part.record_errors:
+            indexes = ", ".join(
+                f"#{e.batch_index}: {e.batch_index_error_message}" for e in part.record_errors
+            )
+            message = f"{message or ''} (records {indexes})".strip()
+        error = broker_error(code, f"producing to {tp.topic}-{tp.partition}", message)
+        idem = self.idem
+        self._answered(batch, acknowledged=False)
+        if idem is not None and code in (_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID):
+            # A gap while an earlier batch of the partition is still in flight or waiting
+            # for its retry is that batch's doing: retry after it. A gap nothing of ours
+            # can fill, or an unknown producer id, means the broker lost our state or a
+            # sequenced batch was given up: bump the epoch and resend (KIP-360).
+            if code == _UNKNOWN_PRODUCER_ID or not self._earlier_pending(batch):
+                idem.request_bump(str(error))
+            self._retry(batch, error)
+            return
+        if idem is not None and code in (_INVALID_PRODUCER_EPOCH, _PRODUCER_FENCED):
+            idem.request_bump(str(error))
+            self._retry(batch, error)
+            return
+        moved = False
+        if code in _STALE_METADATA:
+            hint = part.current_leader
+            if hint.leader_id >= 0 and hint.leader_epoch >= 0:
+                moved = self.cluster.apply_leader_hint(
+                    tp, hint.leader_id, hint.leader_epoch, endpoints.get(hint.leader_id)
+                )
+            if not moved:
+                self._request_metadata()
+        if error.retriable:
+            self._retry(batch, error, backoff=not moved)
+        else:
+            self._fail(batch, error)
+
+    def _earlier_pending(self, batch: ProducerBatch) -> bool:
+        """Whether a batch of the same partition with a lower sequence (same epoch) is in
+        flight or queued for a retry."""
+        idem = self.idem
+        assert idem is not None
+        state = idem.partitions.get(batch.tp)
+        if state is not None and state.in_flight and state.in_flight[0] < batch.base_sequence:
+            return True
+        for queued in self.acc.batches.get(batch.tp, ()):
+            if queued.base_sequence == NO_SEQUENCE:
+                break  # never sent: so is everything behind it
+            if (
+                queued.producer_epoch == idem.producer_epoch
+                and queued.base_sequence < batch.base_sequence
+            ):
+                return True
+        return False
+
+    # -- outcomes -------------------------------------------------------------------------
+
+    def _answered(self, batch: ProducerBatch, acknowledged: bool) -> None:
+        if self.idem is not None:
+            self.idem.answered(batch, acknowledged)
+
+    def _succeed(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
+        batch.complete(base_offset, log_append_time_ms)
+        self.acc.finish(batch)
+
+    def _retry(self, batch: ProducerBatch, error: KafkaError, backoff: bool = True) -> None:
+        now = time.monotonic()
+        if self._stopping:
+            self._fail(batch, error)
+            return
+        if now >= batch.deadline:
+            self._fail(
+                batch,
+                KafkaTimeoutError(
+                    f"{len(batch.futures)} record(s) for {batch.tp.topic}-{batch.tp.partition} "
+                    f"were not acknowledged within delivery_timeout_ms="
+                    f"{self.config.delivery_timeout_ms} ({batch.attempts + 1} attempt(s)); "
+                    f"last error: {type(error).__name__}: {error}"
+                ),
+            )
+            return
+        batch.attempts += 1
+        if backoff:
+            delay = min(
+                self.retry_backoff_max_s, self.retry_backoff_s * 2 ** min(batch.attempts - 1, 20)
+            )
+            batch.retry_at = now + delay * random.uniform(0.8, 1.2)
+        else:
+            batch.retry_at = 0.0
+        log.debug("retrying %r after %s", batch, error)
+        self.acc.requeue(batch)
+
+    def _fail(self, batch: ProducerBatch, error: KafkaError) -> None:
+        idem = self.idem
+        if (
+            idem is not None
+            and batch.base_sequence != NO_SEQUENCE
+            and batch.producer_epoch == idem.producer_epoch
+        ):
+            # Its sequence may or may not have been used up at the broker; either way the
+            # batches after it cannot follow on: restart the sequences (KIP-360).
+            idem.request_bump(f"a sequenced batch of {batch.tp} failed: {error}")
+        batch.fail(error)
+        self.acc.finish(batch)
+
+    def fail_batches(self, batches: Iterable[ProducerBatch], error: KafkaError) -> None:
+        """Fail ``batches`` (queued or in flight) with ``error`` (used by close)."""
+        for batch in list(batches):
+            batch.fail(error)
+            self.acc.finish(batch)
+
+    # -- metadata, connections, producer id --------------------------------------------------
+
+    def _request_metadata(self) -> None:
+        if self._metadata_task is None and not self._stopping:
+            self._metadata_task = asyncio.create_task(self._refresh_metadata())
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            wait = self._last_refresh + self.retry_backoff_s - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._last_refresh = time.monotonic()
+            await self.cluster.refresh()
+        except KafkaError as exc:
+            log.info("metadata refresh failed: %s", exc)
+        finally:
+            self._metadata_task = None
+            self.acc.wakeup.set()
+
+    def _connect(self, node: int) -> None:
+        if node not in self._connecting and not self._stopping:
+            self._connecting[node] = asyncio.create_task(self._open(node))
+
+    async def _open(self, node: int) -> None:
+        try:
+            self._conns[node] = await self.cluster.connection(node, Lane.PRODUCE)
+        except KafkaError as exc:
+            log.info("cannot connect to broker %d to produce: %s", node, exc)
+            self._request_metadata()
+        finally:
+            del self._connecting[node]
+            self.acc.wakeup.set()
+
+    async def _init_producer_id(self) -> None:
+        """Get a new producer id (epoch 0) and reset sequences."""
+        idem = self.idem
+        assert idem is not None
+        # A new id: at start, or when the epoch is exhausted (brokers hand a
+        # non-transactional producer a new id rather than bump the epoch of its old one).
+        backoff = self.retry_backoff_s
+        request = InitProducerIdRequest(
+            transactional_id=None,
+            transaction_timeout_ms=60_000,
+            producer_id=NO_PRODUCER_ID,
+            producer_epoch=NO_PRODUCER_EPOCH,
+        )
+        try:
+            while not self._stopping:
+                try:
+                    response = await self.cluster.send(None, request)
+                except (NetworkError, KafkaTimeoutError) as exc:
+                    error: KafkaError = exc
+                else:
+                    assert isinstance(response, InitProducerIdResponse)
+                    if response.error_code == 0:
+                        old = (idem.producer_id, idem.producer_epoch)
+                        idem.reset(response.producer_id, response.producer_epoch)
+                        self._resequence()
+                        log.info(
+                            "idempotent producer id %d epoch %d (was %d/%d)",
+                            response.producer_id,
+                            response.producer_epoch,
+                            *old,
+                        )
+                        return
+                    error = broker_error(response.error_code, "InitProducerId")
+                    if not error.retriable:
+                        log.error("cannot get a producer id: %s", error)
+                        self.acc.fail_all(error)
+                        idem.bump_reason = None
+                        return
+                log.info("InitProducerId failed (%s); retrying", error)
+                self.acc.wakeup.set()  # let the sender expire batches meanwhile
+                await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+                backoff = min(backoff * 2, self.retry_backoff_max_s)
+        finally:
+            self._pid_task = None
+            self.acc.wakeup.set()
+
+    def _resequence(self) -> None:
+        """After a new epoch: batches waiting for a retry get new sequences on their next
+        send, in queue order (which is sequence order); drop stale back-offs."""
+        for dq in self.acc.batches.values():
+            for batch in dq:
+                if batch.base_sequence != NO_SEQUENCE:
+                    batch.retry_at = 0.0

@@ -1,0 +1,190 @@
+"""The producer under network faults (a fault proxy in front of the broker) and broker
+failures: no duplicates, no gaps, nothing acknowledged lost, clear errors when giving up."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from producer_oracle import assert_exactly_once_in_order, read_all
+
+from aiostream_kafka.admin import Admin, NewTopic
+from aiostream_kafka.errors import KafkaTimeoutError
+from aiostream_kafka.producer import Producer, ProducerClosedError
+from aiostream_kafka.structs import TopicPartition
+from aiostream_kafka.testing import KafkaCluster
+from aiostream_kafka.testing.probe import create_topic
+
+pytestmark = [
+    pytest.mark.skipif(
+        bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),
+        reason="fault tests need brokers this process starts; KAFKA_BOOTSTRAP_SERVERS is set",
+    ),
+]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def proxied() -> AsyncIterator[KafkaCluster]:
+    async with KafkaCluster(brokers=1, proxied=True) as cluster:
+        yield cluster
+
+
+async def _topic(cluster: KafkaCluster, name: str, partitions: int) -> str:
+    topic = f"{name}-{os.getpid()}-{time.monotonic_ns()}"
+    await create_topic(cluster.bootstrap_servers, topic, partitions, 1, None)
+    return topic
+
+
+async def _wait_for(condition, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.0005)
+
+
+def _assert_exactly_once_in_order(records, count: int) -> None:  # type: ignore[no-untyped-def]
+    assert_exactly_once_in_order(records, range(count))
+
+
+async def test_cutting_the_connection_with_5_requests_in_flight(proxied: KafkaCluster) -> None:
+    topic = await _topic(proxied, "cut", 3)
+    proxy = proxied.proxy(1)
+    count = 30_000
+    in_flight_at_cuts: list[int] = []
+    proxy.delay_s = 0.01  # every chunk is held 10 ms: requests pile up in flight
+    try:
+        async with Producer(
+            proxied.bootstrap_servers, batch_size=2048, linger_ms=1, retry_backoff_ms=20
+        ) as producer:
+            sender = producer._sender
+            assert sender is not None
+            connections_before = proxy.connections
+
+            async def cutter() -> None:
+                for _ in range(3):
+                    await _wait_for(lambda: sender.in_flight == 5)
+                    in_flight_at_cuts.append(sender.in_flight)
+                    await proxy.cut()
+                    await asyncio.sleep(0.3)
+
+            cuts = asyncio.create_task(cutter())
+            # Enqueued far faster than the delayed proxy lets through: a backlog keeps five
+            # requests in flight, and the cutter cuts three times while they are.
+            futures = [
+                await producer.enqueue(topic, b"%d" % i, key=b"%d" % (i % 3)) for i in range(count)
+            ]
+            await cuts
+            await producer.flush()
+            pid_epoch = producer.producer_id_and_epoch
+        assert all(f.exception() is None for f in futures)
+    finally:
+        proxy.delay_s = 0.0
+    assert in_flight_at_cuts == [5, 5, 5]
+    assert proxy.connections > connections_before  # it reconnected after the cuts
+    assert pid_epoch[0] >= 0
+    records = await read_all(proxied.bootstrap_servers, topic, 3)
+    assert len(records) == count
+    _assert_exactly_once_in_order(records, count)
+
+
+async def test_close_with_timeout_fails_what_is_left(proxied: KafkaCluster) -> None:
+    topic = await _topic(proxied, "close", 1)
+    proxy = proxied.proxy(1)
+    producer = Producer(proxied.bootstrap_servers)
+    await producer.start()
+    try:
+        await producer.send(topic, b"warm-up")
+        proxy.blackhole()
+        futures = [await producer.enqueue(topic, b"x") for _ in range(20)]
+        started = time.monotonic()
+        await producer.close(timeout=0.5)
+        assert time.monotonic() - started < 5
+        for future in futures:
+            with pytest.raises(ProducerClosedError, match="close timeout"):
+                future.result()
+        with pytest.raises(ProducerClosedError):
+            await producer.send(topic, b"late")
+    finally:
+        proxy.restore()
+        await producer.close()
+
+
+async def test_buffer_memory_wait_times_out_after_max_block_ms(proxied: KafkaCluster) -> None:
+    topic = await _topic(proxied, "block", 1)
+    proxy = proxied.proxy(1)
+    async with Producer(
+        proxied.bootstrap_servers, buffer_memory=4096, batch_size=4096, max_block_ms=300
+    ) as producer:
+        await producer.send(topic, b"warm-up")
+        proxy.blackhole()  # the next batch stays in flight, holding all the memory
+        try:
+            first = await producer.enqueue(topic, b"a" * 100)
+            sender = producer._sender
+            assert sender is not None
+            await _wait_for(lambda: sender.in_flight == 1)
+            started = time.monotonic()
+            with pytest.raises(KafkaTimeoutError, match="max_block_ms"):
+                await producer.enqueue(topic, b"b" * 3900)
+            assert 0.25 < time.monotonic() - started < 3
+            assert producer.buffer_pool.queued == 0
+        finally:
+            proxy.restore()
+        assert (await first).offset == 1
+
+
+# -- a 3-broker cluster -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_brokers():  # type: ignore[no-untyped-def]
+    cluster = KafkaCluster(brokers=3)
+    cluster.start_blocking()
+    try:
+        yield cluster
+    finally:
+        cluster.close_blocking()
+
+
+@pytest.mark.slow
+async def test_killing_the_leader_mid_stream_loses_nothing_acknowledged(
+    three_brokers: KafkaCluster,
+) -> None:
+    bs = three_brokers.bootstrap_servers
+    topic = "failover"
+    async with Admin(bs) as admin:
+        created = await admin.create_topics(
+            [
+                NewTopic(
+                    topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"}
+                )
+            ]
+        )
+    description = created[topic]
+    assert description is not None
+    victim = description.partitions[0].leader
+    count = 20_000
+    async with Producer(bs, acks="all", delivery_timeout_ms=90_000) as producer:
+        futures = []
+        for i in range(count):
+            futures.append(await producer.enqueue(topic, b"%d" % i, key=b"%d" % (i % 3)))
+            if i % 200 == 0:
+                await asyncio.sleep(0.01)  # ~1 s of steady stream
+            if i == count // 3:
+                unacknowledged_at_kill = sum(not f.done() for f in futures)
+                await three_brokers.kill_broker(victim)
+        await producer.flush()
+        moved = producer.cluster.snapshot.partition(TopicPartition(topic, 0))
+    assert unacknowledged_at_kill > 0  # the leader died with records on their way
+    assert moved is not None and moved.leader not in (victim, -1)
+    acknowledged = [i for i, f in enumerate(futures) if f.exception() is None]
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    assert not failed, failed[:3]
+    records = await read_all(bs, topic, 3)
+    _assert_exactly_once_in_order(records, count)
+    stored = {int(r.value) for r in records}  # type: ignore[arg-type]
+    assert set(acknowledged) <= stored
