@@ -1,0 +1,376 @@
+"""``Consumer``: backpressured async streams of the records of assigned partitions.
+
+::
+
+    async with Consumer(bootstrap_servers="localhost:9092") as consumer:
+        consumer.assign([TopicPartition("orders", 0), TopicPartition("orders", 1)])
+        async for record in consumer.stream():
+            ...
+
+Fetching is driven by demand: a partition is fetched only while its prefetch queue has
+room (``max_prefetch_batches`` chunks, all partitions together ``max_prefetch_bytes``), so
+a consumer that stops iterating stops fetching, and a partition whose iterator is slow
+(``partitioned_stream``) or paused stops only itself. See ``engine.py`` for the parts.
+Consumer groups (``group_id``, ``subscribe``, ``commit``) come with issue 7.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from aiostream_kafka.cluster import Cluster
+from aiostream_kafka.config import ClientConfig, split_client_options
+from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.serde import Deserializer
+from aiostream_kafka.structs import TopicPartition
+
+from .config import ConsumerConfig
+from .engine import FetchEngine
+from .iterators import BatchStream, PartitionedStream, RecordStream, batch_stream, record_stream
+from .positions import EARLIEST, LATEST, OffsetAndTimestamp, lookup_offsets
+from .prefetch import FetchMetrics
+
+__all__ = ["Consumer"]
+
+log = logging.getLogger(__name__)
+
+_GROUPS_LATER = (
+    "consumer groups (group_id, subscribe, commit) are not implemented yet; use "
+    "group_id=None and assign() partitions"
+)
+
+
+class Consumer:
+    """A Kafka consumer of explicitly assigned partitions.
+
+    Use as ``async with Consumer(bootstrap_servers=..., ...) as consumer``. Besides the
+    arguments below, keyword options are those of
+    :class:`~aiostream_kafka.config.ClientConfig` (``client_id``, ``request_timeout_ms``,
+    ``default_api_timeout_ms``, ...) and of
+    :class:`~aiostream_kafka.consumer.config.ConsumerConfig` (``fetch_max_wait_ms``,
+    ``fetch_min_bytes``, ``fetch_max_bytes``, ``max_partition_fetch_bytes``,
+    ``check_crcs``, ``client_rack``, ``missing_topic_timeout_ms``).
+
+    Raises:
+        ConfigError: an invalid or unknown option (before any network I/O).
+        NotImplementedError: ``group_id`` is not None (consumer groups come later).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        group_id: str | None = None,
+        auto_offset_reset: str = "earliest",
+        enable_auto_commit: bool = False,
+        isolation_level: str = "read_uncommitted",
+        max_prefetch_batches: int = 2,
+        max_prefetch_bytes: int = 64 * 1024 * 1024,
+        poll_interval_ms: int = 50,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        **options: Any,
+    ) -> None:
+        common, rest = split_client_options(options)
+        try:
+            self.client_config = ClientConfig(bootstrap_servers=bootstrap_servers, **common)
+            self.config = ConsumerConfig(
+                group_id=group_id,
+                auto_offset_reset=auto_offset_reset,
+                enable_auto_commit=enable_auto_commit,
+                isolation_level=isolation_level,
+                max_prefetch_batches=max_prefetch_batches,
+                max_prefetch_bytes=max_prefetch_bytes,
+                poll_interval_ms=poll_interval_ms,
+                key_deserializer=key_deserializer,
+                value_deserializer=value_deserializer,
+                **rest,
+            )
+        except TypeError as exc:
+            raise ConfigError(f"unknown Consumer option: {exc}") from None
+        if group_id is not None:
+            raise NotImplementedError(_GROUPS_LATER)
+        self._cluster = Cluster(self.client_config)
+        self._engine = FetchEngine(self._cluster, self.client_config, self.config)
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fetch the cluster metadata and start the background tasks.
+
+        Raises:
+            KafkaTimeoutError: no bootstrap broker answered within ``default_api_timeout_ms``.
+        """
+        await self._cluster.bootstrap()
+        self._engine.start()
+
+    async def close(self) -> None:
+        """Stop fetching, end every iterator, close the fetch sessions and connections.
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self._engine.close()
+        finally:
+            await self._cluster.close()
+
+    async def __aenter__(self) -> Consumer:
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- assignment --------------------------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Consume exactly ``partitions`` from now on (replacing any earlier assignment).
+
+        Newly assigned partitions start per ``auto_offset_reset`` unless sought first;
+        partitions no longer assigned drop their buffered records and their
+        ``partitioned_stream`` iterators end. A topic or partition that does not exist
+        makes the iterators raise ``UnknownTopicOrPartitionError`` (a
+        :class:`~aiostream_kafka.consumer.errors.TopicDeletedError`) once it has been
+        missing from the metadata for ``missing_topic_timeout_ms``.
+
+        Raises:
+            ValueError: an entry is not a ``TopicPartition``.
+        """
+        self._engine.assign(partitions)
+
+    def unassign(self) -> None:
+        """Revoke every partition."""
+        self._engine.assign(())
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions assigned now."""
+        return set(self._engine.partitions)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Not available yet (consumer groups).
+
+        Raises:
+            NotImplementedError: always, for now.
+        """
+        raise NotImplementedError(_GROUPS_LATER)
+
+    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Not available yet (consumer groups).
+
+        Raises:
+            NotImplementedError: always, for now.
+        """
+        raise NotImplementedError(_GROUPS_LATER)
+
+    # -- iterators ---------------------------------------------------------------------------
+
+    def stream(self) -> RecordStream:
+        """An async iterator of records of every assigned, unpaused partition.
+
+        Records of one partition come in offset order, each once; partitions take turns a
+        fetched chunk at a time. It ends when the consumer closes; it keeps waiting while
+        nothing is assigned. Iterators of ``stream()`` and ``batches()`` may run together
+        (each record goes to one of them) but not with ``partitioned_stream()``.
+
+        Raises (from iteration):
+            KafkaError: an error of a partition, raised after the records before it:
+                ``CorruptRecordError`` (a batch failed its CRC; names topic, partition,
+                offset), ``OffsetOutOfRangeError`` or ``NoOffsetForPartitionError`` (with
+                ``auto_offset_reset="none"``), ``UnknownTopicOrPartitionError`` (a topic
+                missing or deleted), ``RecordDeserializationError``; or the error that
+                stopped the consumer's background tasks.
+            ConsumerStateError: not started, or mixed with ``partitioned_stream()``.
+        """
+        return record_stream(self._engine)
+
+    def batches(self) -> BatchStream:
+        """An async iterator of lists of records: each list is what one Fetch returned for
+        one partition (in offset order). Otherwise as :meth:`stream`."""
+        return batch_stream(self._engine)
+
+    def partitioned_stream(self) -> PartitionedStream:
+        """An async iterator of ``(TopicPartition, PartitionRecords)``: one per assigned
+        partition, now and as more are assigned. Each ``PartitionRecords`` is an async
+        iterator of that partition's records with its own prefetch queue, so a partition
+        nobody reads stops only its own fetching; it ends when the partition is revoked.
+
+        Raises:
+            ConsumerStateError: not started, or mixed with ``stream()``/``batches()``.
+        """
+        return PartitionedStream(self._engine)
+
+    # -- positions ---------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Make ``offset`` the next record of ``partition`` handed out; records of it
+        already fetched are dropped.
+
+        Raises:
+            ConsumerStateError: the partition is not assigned.
+            ValueError: ``offset`` is negative.
+        """
+        self._engine.seek(partition, offset)
+
+    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek ``partitions`` (all assigned ones if none given) to their first offset.
+
+        Raises:
+            ConsumerStateError: a partition is not assigned.
+            KafkaTimeoutError: the offsets could not be looked up within
+                ``default_api_timeout_ms``.
+        """
+        await self._seek_to(partitions, EARLIEST)
+
+    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek ``partitions`` (all assigned ones if none given) to their end: the high
+        watermark, or with ``read_committed`` the last stable offset.
+
+        Raises:
+            ConsumerStateError: a partition is not assigned.
+            KafkaTimeoutError: the offsets could not be looked up in time.
+        """
+        await self._seek_to(partitions, LATEST)
+
+    async def _seek_to(self, partitions: Sequence[TopicPartition], timestamp: int) -> None:
+        tps = list(partitions) or list(self._engine.partitions)
+        for tp in tps:
+            self._engine.state(tp)
+        found = await self._lookup({tp: timestamp for tp in tps})
+        for tp, result in found.items():
+            if tp in self._engine.partitions:
+                self._engine.seek(tp, result.offset, result.leader_epoch)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first offset whose record timestamp is at or after the
+        given time (ms since the epoch), or None if there is none. Any partition of an
+        existing topic may be asked about, assigned or not.
+
+        Raises:
+            ValueError: a negative timestamp.
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+            KafkaTimeoutError: not answered within ``default_api_timeout_ms``.
+        """
+        for tp, ts in timestamps.items():
+            if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
+                raise ValueError(f"timestamp for {tp} must be an int >= 0, got {ts!r}")
+        found = await self._lookup(dict(timestamps))
+        return {tp: (r if r.offset >= 0 else None) for tp, r in found.items()}
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """The first offset of each partition (its log start).
+
+        Raises:
+            UnknownTopicOrPartitionError, KafkaTimeoutError: as :meth:`offsets_for_times`.
+        """
+        found = await self._lookup({tp: EARLIEST for tp in partitions})
+        return {tp: r.offset for tp, r in found.items()}
+
+    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The end of each partition: the high watermark, or with ``read_committed`` the
+        last stable offset.
+
+        Raises:
+            UnknownTopicOrPartitionError, KafkaTimeoutError: as :meth:`offsets_for_times`.
+        """
+        found = await self._lookup({tp: LATEST for tp in partitions})
+        return {tp: r.offset for tp, r in found.items()}
+
+    async def _lookup(
+        self, specs: dict[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        if not specs:
+            return {}
+        self._engine.check_usable()
+        client = self.client_config
+        try:
+            return await lookup_offsets(
+                self._cluster,
+                specs,
+                isolation_level=self.config.isolation,
+                timeout_ms=client.default_api_timeout_ms,
+                request_timeout_ms=client.request_timeout_ms,
+                retry_backoff_ms=client.retry_backoff_ms,
+                retry_backoff_max_ms=client.retry_backoff_max_ms,
+            )
+        finally:
+            assigned = {tp.topic for tp in self._engine.partitions}
+            self._cluster.untrack({tp.topic for tp in specs} - assigned)
+
+    def position(self, partition: TopicPartition) -> int | None:
+        """The offset of the next record of ``partition`` to hand out (the offset after the
+        last one handed out), or None while its starting offset is being looked up.
+
+        Raises:
+            ConsumerStateError: the partition is not assigned.
+        """
+        return self._engine.state(partition).delivered_position()
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark as of its last fetch (None before one).
+
+        Raises:
+            ConsumerStateError: the partition is not assigned.
+        """
+        hw = self._engine.state(partition).high_watermark
+        return hw if hw >= 0 else None
+
+    def last_stable_offset(self, partition: TopicPartition) -> int | None:
+        """The partition's last stable offset as of its last fetch (None before one).
+
+        Raises:
+            ConsumerStateError: the partition is not assigned.
+        """
+        lso = self._engine.state(partition).last_stable_offset
+        return lso if lso >= 0 else None
+
+    # -- flow control ------------------------------------------------------------------------
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching and handing out records of ``partitions``; records already
+        fetched are kept for :meth:`resume` (never fetched twice).
+
+        Raises:
+            ConsumerStateError: a partition is not assigned.
+        """
+        self._engine.pause(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Undo :meth:`pause` for ``partitions``.
+
+        Raises:
+            ConsumerStateError: a partition is not assigned.
+        """
+        self._engine.resume(partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        """The assigned partitions that are paused."""
+        return {tp for tp, ps in self._engine.partitions.items() if ps.paused}
+
+    # -- diagnostics -------------------------------------------------------------------------
+
+    def metrics(self) -> FetchMetrics:
+        """The live fetch counters and prefetch gauges (see :class:`FetchMetrics`)."""
+        return self._engine.buffer.metrics
+
+    @property
+    def cluster(self) -> Cluster:
+        """The metadata cache and connection pool (for diagnostics)."""
+        return self._cluster

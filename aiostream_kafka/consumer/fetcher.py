@@ -1,0 +1,447 @@
+"""One fetcher per broker: sends the Fetch rounds the scheduler grants and files the data.
+
+A round carries every partition the broker leads that has demand (seed 004, kafka-d: one
+fetcher per broker bundles the fetches of every queue with room), through the broker's
+incremental fetch session (``fetch_session.py``). The fetcher owns its session; it has at
+most one Fetch in flight, on the broker's FETCH-lane connection, so a long poll never
+holds up metadata or offset requests.
+
+Filing a response, partition by partition:
+
+* the partition must still be assigned, at the generation and offset the request asked
+  for -- else the data is stale (a seek or revocation happened meanwhile) and dropped;
+* record batches are CRC-checked, control batches skipped and, with ``read_committed``,
+  batches of aborted transactions dropped (KIP-98: the response lists the aborted
+  transactions overlapping the data; a producer's batches are aborted from the
+  transaction's first offset until its ABORT marker);
+* compressed batches are inflated and each batch is admitted against the prefetch budget;
+* the admitted batches become one chunk in the partition's queue and the fetch position
+  moves past them (and past skipped batches);
+* a corrupt batch ends the partition's data: what came before it is queued, then the error.
+
+Partition errors: a leader change (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...) applies
+the KIP-951 hint the response carries (new leader and epoch, with its endpoint since
+Fetch v16) or asks for a metadata refresh; the partition is then fetched from the new
+leader, from the same fetch position, so nothing is skipped or repeated.
+OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset``; an unknown topic or topic id makes
+the resolver check whether the topic was deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from aiostream_kafka.cluster.metadata import BrokerMetadata
+from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError, ProtocolError
+from aiostream_kafka.net.pool import Lane
+from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.messages.fetch import FetchRequest, FetchResponse
+from aiostream_kafka.protocol.records import ControlRecordType, RecordBatch, iter_batches
+from aiostream_kafka.structs import TopicPartition
+
+from .errors import CorruptPartitionDataError
+from .fetch_session import (
+    SESSION_ERRORS,
+    TOPIC_ID_MIN_VERSION,
+    FetchPlan,
+    FetchSession,
+    SessionPartition,
+)
+from .partition import Chunk, PartitionState, PendingError
+from .prefetch import inflate
+from .scheduler import FetchRound, RoundOutcome
+
+if TYPE_CHECKING:
+    from .engine import FetchEngine
+
+__all__ = ["Fetcher"]
+
+log = logging.getLogger(__name__)
+
+_OFFSET_OUT_OF_RANGE = 1
+_CORRUPT_MESSAGE = 2
+# The partition moved or its leader is not ready: find the leader again and retry.
+_LEADER_ERRORS = frozenset({5, 6, 9, 56, 74, 75, 78})
+# UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID: deleted, re-created,
+# or not yet known to this broker; the metadata tells which.
+_TOPIC_ERRORS = frozenset({3, 100, 103})
+
+
+class _Budget:
+    """What a response may admit: the round's reservation plus whatever is free."""
+
+    __slots__ = ("admitted", "allowance", "alone")
+
+    def __init__(self, allowance: int, alone: bool) -> None:
+        self.allowance = allowance
+        self.admitted = 0
+        self.alone = alone  # nothing else is held or reserved: one oversized batch may pass
+
+
+class Fetcher:
+    """The fetcher task of broker ``node_id`` (see the module doc)."""
+
+    #: Highest Fetch version to use even if the broker offers more (None: no cap). For
+    #: tests of the older request shapes (topic names before v13, no sessions before v7).
+    version_cap: int | None = None
+
+    def __init__(self, engine: FetchEngine, node_id: int) -> None:
+        self._engine = engine
+        self.node_id = node_id
+        self.session = FetchSession(node_id)
+        self._go = asyncio.Event()
+        self._round: FetchRound | None = None
+
+    def grant(self, fetch_round: FetchRound) -> None:
+        """Start ``fetch_round`` (the scheduler grants one at a time per broker)."""
+        self._round = fetch_round
+        self._go.set()
+
+    async def run(self) -> None:
+        """The fetcher task's body; runs until cancelled."""
+        engine = self._engine
+        while True:
+            await self._go.wait()
+            self._go.clear()
+            fetch_round, self._round = self._round, None
+            if fetch_round is None:
+                continue
+            outcome = RoundOutcome()
+            try:
+                await self._fetch(fetch_round, outcome)
+            except (NetworkError, KafkaTimeoutError) as exc:
+                self._failed(outcome, exc)
+            except ProtocolError:
+                raise  # a response that does not decode: a bug here or in the broker
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                self._failed(outcome, exc)
+            finally:
+                for ps in fetch_round.partitions:
+                    if ps.in_flight == self.node_id:
+                        ps.in_flight = None
+                engine.buffer.unreserve(fetch_round.reservation)
+                engine.scheduler.round_done(self.node_id, outcome)
+
+    def _failed(self, outcome: RoundOutcome, exc: KafkaError) -> None:
+        log.info("fetch from broker %d failed: %s", self.node_id, exc)
+        outcome.error = exc
+        self.session.on_failure()
+        self._engine.buffer.metrics.fetch_errors += 1
+        self._engine.resolver.request_metadata()
+
+    async def close_session(self, timeout_ms: int) -> None:
+        """Tell the broker to drop our fetch session (best effort, within ``timeout_ms``).
+
+        Sent on the CONTROL lane: a session belongs to the broker, not to a connection, and
+        the FETCH connection may still hold a long poll that would delay the request.
+        """
+        if self.session.session_id == 0:
+            return
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                conn = await self._engine.cluster.connection(self.node_id, Lane.CONTROL)
+                version = conn.version_for(FetchRequest)
+                if self.version_cap is not None:
+                    version = max(FetchRequest.MIN_VERSION, min(version, self.version_cap))
+                request = self.session.close_request(version)
+                if request is not None:
+                    await conn.request(request, version=version, timeout_ms=timeout_ms)
+        except (KafkaError, TimeoutError) as exc:
+            log.debug("closing the fetch session with broker %d: %s", self.node_id, exc)
+
+    # -- one round ---------------------------------------------------------------------------
+
+    async def _fetch(self, fetch_round: FetchRound, outcome: RoundOutcome) -> None:
+        engine = self._engine
+        config = engine.config
+        conn = await engine.cluster.connection(self.node_id, Lane.FETCH)
+        version = conn.version_for(FetchRequest)
+        if self.version_cap is not None:
+            version = max(FetchRequest.MIN_VERSION, min(version, self.version_cap))
+        snapshot = engine.cluster.snapshot
+        max_batches = config.max_prefetch_batches
+        wanted: list[SessionPartition] = []
+        asked: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        for ps in fetch_round.partitions:
+            meta = snapshot.partition(ps.tp)
+            if (
+                ps.in_flight != self.node_id
+                or meta is None
+                or meta.leader != self.node_id
+                or meta.leader_epoch != ps.leader_epoch
+                or ps.paused
+                or ps.blocked
+                or ps.validating
+                or ps.reset_strategy is not None
+                or ps.fetch_position is None
+                or ps.topic_id is None
+                or len(ps.queue) >= max_batches
+                or not ps.assigned
+            ):
+                if ps.in_flight == self.node_id:
+                    ps.in_flight = None
+                continue
+            wanted.append(
+                SessionPartition(
+                    ps.tp,
+                    ps.topic_id,
+                    ps.fetch_position,
+                    meta.leader_epoch,
+                    engine.partition_fetch_bytes,
+                )
+            )
+            asked[ps.tp] = (ps, ps.generation)
+        if not wanted:
+            return
+        session = self.session
+        plan = session.plan(wanted, version)
+        request = session.request(
+            plan,
+            version,
+            max_wait_ms=config.fetch_max_wait_ms,
+            min_bytes=config.fetch_min_bytes,
+            max_bytes=fetch_round.max_bytes,
+            isolation_level=config.isolation,
+            rack_id=config.client_rack or "",
+        )
+        metrics = engine.buffer.metrics
+        metrics.fetch_requests += 1
+        if plan.full:
+            metrics.full_fetches += 1
+        else:
+            metrics.incremental_fetches += 1
+        metrics.partitions_sent += len(plan.send)
+        metrics.partitions_forgotten += len(plan.forget)
+        outcome.sent = True
+        response = await conn.request(
+            request,
+            version=version,
+            timeout_ms=engine.client.request_timeout_ms + config.fetch_max_wait_ms,
+        )
+        assert isinstance(response, FetchResponse)
+        metrics.fetch_responses += 1
+        resets_before = session.resets
+        session.on_response(plan, response.error_code, response.session_id)
+        metrics.session_resets += session.resets - resets_before
+        outcome.throttle_ms = max(0, response.throttle_time_ms)
+        if outcome.throttle_ms:
+            metrics.throttled_responses += 1
+            metrics.throttle_time_ms += outcome.throttle_ms
+        if response.error_code:
+            error = ec.error_from_code(
+                response.error_code, f"Fetch from broker {self.node_id}: top-level error"
+            )
+            if response.error_code in SESSION_ERRORS:
+                log.debug("broker %d reset the fetch session: %s", self.node_id, error)
+                outcome.error = error
+                outcome.session_error = True
+                return
+            if not error.retriable:
+                raise error
+            outcome.error = error
+            engine.resolver.request_metadata()
+            return
+        outcome.records = self._file(response, plan, asked, version, fetch_round)
+
+    def _file(
+        self,
+        response: FetchResponse,
+        plan: FetchPlan,
+        asked: dict[TopicPartition, tuple[PartitionState, int]],
+        version: int,
+        fetch_round: FetchRound,
+    ) -> bool:
+        """File every partition of ``response``; return whether any had records."""
+        engine = self._engine
+        buffer = engine.buffer
+        budget = _Budget(
+            fetch_round.reservation + max(0, buffer.free()),
+            buffer.used == 0 and buffer.reserved == fetch_round.reservation,
+        )
+        endpoints = {
+            n.node_id: BrokerMetadata(n.node_id, n.host, n.port, n.rack)
+            for n in response.node_endpoints
+        }
+        uses_ids = version >= TOPIC_ID_MIN_VERSION
+        records = False
+        wire_admitted = 0
+        size_admitted = 0
+        for topic in response.responses:
+            name = plan.topic_names.get(topic.topic_id) if uses_ids else topic.topic
+            if name is None:
+                log.debug(
+                    "broker %d answered for unknown topic id %s", self.node_id, topic.topic_id
+                )
+                continue
+            for pd in topic.partitions:
+                tp = TopicPartition(name, pd.partition_index)
+                entry = asked.get(tp)
+                sent = plan.wanted.get(tp)
+                if entry is None or sent is None:
+                    continue
+                ps, generation = entry
+                if (
+                    not ps.assigned
+                    or ps.generation != generation
+                    or ps.fetch_position != sent.fetch_offset
+                ):
+                    continue  # sought, reset or revoked while the fetch was out
+                if pd.error_code:
+                    self._partition_error(ps, sent, pd, endpoints)
+                    continue
+                ps.high_watermark = pd.high_watermark
+                ps.last_stable_offset = pd.last_stable_offset
+                ps.log_start_offset = pd.log_start_offset
+                data = pd.records
+                if data is None or len(data) == 0:
+                    continue
+                records = True
+                chunk = self._absorb(ps, sent.fetch_offset, data, pd, budget)
+                if chunk is not None:
+                    wire_admitted += chunk.wire
+                    size_admitted += chunk.size
+        buffer.observe_expansion(wire_admitted, size_admitted)
+        return records
+
+    def _absorb(
+        self,
+        ps: PartitionState,
+        fetch_offset: int,
+        data: bytes | memoryview,
+        pd: FetchResponse.PartitionData,
+        budget: _Budget,
+    ) -> Chunk | None:
+        """Turn one partition's record bytes into a queued chunk; return it (if any)."""
+        engine = self._engine
+        buffer = engine.buffer
+        metrics = buffer.metrics
+        metrics.fetched_wire_bytes += len(data)
+        read_committed = engine.config.isolation == 1
+        aborted: list[FetchResponse.AbortedTransaction] = []
+        if read_committed and pd.aborted_transactions:
+            aborted = sorted(pd.aborted_transactions, key=lambda a: a.first_offset)
+        aborting: set[int] = set()
+        next_aborted = 0
+        kept: list[RecordBatch] = []
+        size = 0
+        wire = 0
+        next_offset = fetch_offset
+        epoch: int | None = None
+        corrupt: KafkaError | None = None
+        trimmed = False
+        try:
+            for batch in iter_batches(data, verify_crc=engine.config.check_crcs):
+                if batch.next_offset <= fetch_offset:
+                    continue  # wholly before the offset asked for
+                batch_wire = batch.size_in_bytes
+                metrics.fetched_batch_wire_bytes += batch_wire
+                if batch.base_offset < ps.fetched_through:
+                    metrics.refetched_bytes += batch_wire
+                if read_committed:
+                    while (
+                        next_aborted < len(aborted)
+                        and aborted[next_aborted].first_offset <= batch.last_offset
+                    ):
+                        aborting.add(aborted[next_aborted].producer_id)
+                        next_aborted += 1
+                    if batch.is_control:
+                        if batch.producer_id in aborting and any(
+                            r.type == ControlRecordType.ABORT for r in batch.control_records()
+                        ):
+                            aborting.discard(batch.producer_id)
+                        next_offset = batch.next_offset
+                        continue
+                    if batch.is_transactional and batch.producer_id in aborting:
+                        next_offset = batch.next_offset
+                        continue
+                elif batch.is_control:
+                    next_offset = batch.next_offset
+                    continue
+                full = inflate(batch)
+                full_size = full.size_in_bytes
+                if budget.admitted + full_size > budget.allowance and not (
+                    budget.alone and budget.admitted == 0
+                ):
+                    metrics.dropped_bytes += batch_wire
+                    trimmed = True
+                    break
+                budget.admitted += full_size
+                kept.append(full)
+                size += full_size
+                wire += batch_wire
+                metrics.fetched_records += batch.record_count
+                next_offset = batch.next_offset
+                if batch.partition_leader_epoch >= 0:
+                    epoch = batch.partition_leader_epoch
+        except ProtocolError as exc:
+            corrupt = CorruptPartitionDataError(ps.tp, next_offset, str(exc))
+        metrics.fetched_bytes += size
+        if next_offset > ps.fetched_through:
+            ps.fetched_through = next_offset
+        chunk: Chunk | None = None
+        if kept:
+            chunk = Chunk(kept, fetch_offset, next_offset, size, wire)
+            buffer.add_chunk(ps, chunk)
+        ps.fetch_position = next_offset
+        if epoch is not None:
+            ps.fetch_epoch = epoch
+        if corrupt is not None:
+            log.warning("%s", corrupt)
+            buffer.add_error(ps, PendingError(corrupt, next_offset, retry=True))
+        elif trimmed:
+            log.debug(
+                "%s[%d]: prefetch budget full; the rest of the response is fetched again later",
+                ps.tp.topic,
+                ps.tp.partition,
+            )
+        return chunk
+
+    def _partition_error(
+        self,
+        ps: PartitionState,
+        sent: SessionPartition,
+        pd: FetchResponse.PartitionData,
+        endpoints: dict[int, BrokerMetadata],
+    ) -> None:
+        engine = self._engine
+        code = pd.error_code
+        client = engine.client
+        if code == _OFFSET_OUT_OF_RANGE:
+            engine.out_of_range(ps, sent.fetch_offset, pd.log_start_offset, pd.high_watermark)
+            return
+        if code == _CORRUPT_MESSAGE:
+            error: KafkaError = CorruptPartitionDataError(
+                ps.tp, sent.fetch_offset, "the broker reported CORRUPT_MESSAGE"
+            )
+            engine.buffer.add_error(ps, PendingError(error, sent.fetch_offset, retry=True))
+            return
+        ps.retry_at = time.monotonic() + client.retry_backoff_ms / 1000
+        if code in _LEADER_ERRORS:
+            leader = pd.current_leader
+            if leader.leader_id >= 0 and leader.leader_epoch >= 0:
+                changed = engine.cluster.apply_leader_hint(
+                    ps.tp, leader.leader_id, leader.leader_epoch, endpoints.get(leader.leader_id)
+                )
+                if changed:
+                    engine.buffer.metrics.leader_hints += 1
+                    ps.retry_at = 0.0
+                    engine.resolver.wake()
+                    return
+            log.debug("%s[%d] on broker %d: %s", ps.tp.topic, ps.tp.partition, self.node_id, code)
+            engine.resolver.request_metadata()
+            return
+        if code in _TOPIC_ERRORS:
+            engine.resolver.check_topic(ps)
+            return
+        error = ec.error_from_code(
+            code, f"fetching {ps.tp.topic}[{ps.tp.partition}] from broker {self.node_id}"
+        )
+        if error.retriable:
+            engine.resolver.request_metadata()
+            return
+        engine.buffer.add_error(ps, PendingError(error, sent.fetch_offset, retry=True))
