@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-BENCHMARKS = ["protocol_bench.py", "codec_bench.py"]
+BENCHMARKS = ["protocol_bench.py", "codec_bench.py", "producer_bench.py", "consumer_bench.py"]
 
 
 def main() -> int:
