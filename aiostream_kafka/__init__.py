@@ -23,10 +23,21 @@ from aiostream_kafka.admin import (  # after __version__: the config module impo
     PartitionInfo,
     TopicDescription,
 )
+from aiostream_kafka.consumer import (
+    Consumer,
+    ConsumerStateError,
+    CorruptPartitionDataError,
+    LogTruncationError,
+    NoOffsetForPartitionError,
+    RecordDeserializationError,
+    TopicDeletedError,
+)
 from aiostream_kafka.errors import (
     BrokerUnavailableError,
+    CommitFailedError,
     ConfigError,
     CorruptRecordError,
+    FencedMemberError,
     KafkaError,
     KafkaTimeoutError,
     NetworkError,
@@ -34,6 +45,7 @@ from aiostream_kafka.errors import (
     TLSHandshakeError,
     UnsupportedVersionError,
 )
+from aiostream_kafka.producer import Producer, ProducerClosedError, ProducerRecord
 from aiostream_kafka.protocol.error_codes import *  # noqa: F403 -- one class per Kafka error code
 from aiostream_kafka.protocol.error_codes import __all__ as _error_code_names
 from aiostream_kafka.structs import (
@@ -43,6 +55,8 @@ from aiostream_kafka.structs import (
     TopicPartition,
 )
 
+_OWN_ERRORS = {"CorruptRecordError", "KafkaTimeoutError", "NetworkError", "UnsupportedVersionError"}
+
 __all__ = [
     "Admin",
     "AlterConfigOp",
@@ -50,30 +64,42 @@ __all__ = [
     "BrokerDescription",
     "BrokerUnavailableError",
     "ClusterDescription",
+    "CommitFailedError",
     "ConfigEntry",
     "ConfigError",
     "ConfigResource",
     "ConfigResourceType",
+    "Consumer",
     "ConsumerGroupDescription",
     "ConsumerGroupListing",
+    "ConsumerStateError",
+    "CorruptPartitionDataError",
     "CorruptRecordError",
+    "FencedMemberError",
     "KafkaError",
     "KafkaTimeoutError",
     "ListOffsetsResult",
+    "LogTruncationError",
     "MemberDescription",
     "NetworkError",
     "NewTopic",
+    "NoOffsetForPartitionError",
     "OffsetAndMetadata",
     "OffsetSpec",
     "PartitionInfo",
+    "Producer",
+    "ProducerClosedError",
+    "ProducerRecord",
     "ProtocolError",
     "Record",
+    "RecordDeserializationError",
     "RecordMetadata",
     "TLSHandshakeError",
     "TimestampType",
+    "TopicDeletedError",
     "TopicDescription",
     "TopicPartition",
     "UnsupportedVersionError",
     "__version__",
-    *(n for n in _error_code_names if n.endswith("Error")),
+    *(n for n in _error_code_names if n.endswith("Error") and n not in _OWN_ERRORS),
 ]
