@@ -313,7 +313,7 @@ class Admin:
     async def delete_topics(
         self, topics: Collection[str], *, timeout_ms: int | None = None
     ) -> None:
-        """Delete topics by name.
+        """Delete topics by name; return once the metadata no longer lists them.
 
         Raises:
             UnknownTopicOrPartitionError: a topic does not exist (named in the message).
@@ -344,6 +344,19 @@ class Admin:
             self._raise_first(errors, final=(ec.UnknownTopicOrPartitionError,))
 
         await self._with_retries("delete_topics", attempt, timeout_ms)
+        # Like create_topics: return once the metadata no longer lists them, so that a
+        # list_topics or a re-creation right after sees the deletion.
+        names = set(topics)
+        deadline = time.monotonic() + timeout / 1000
+        while True:
+            snapshot = await self._cluster.refresh(all_topics=True)
+            if not names & {n for n, t in snapshot.topics.items() if t.error_code == 0}:
+                break
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"topics {sorted(names)} were deleted but still listed after {timeout} ms"
+                )
+            await asyncio.sleep(0.05)
         self._cluster.untrack(topics)
 
     async def create_partitions(
