@@ -67,12 +67,22 @@ async def test_killing_the_leader_mid_request(three_brokers: KafkaCluster) -> No
 
         # Long polls parked at the leader of partition 0 when it dies.
         conn = await cluster.connection(old.leader, Lane.FETCH)
+        # Right after creation a leader may answer NOT_LEADER_OR_FOLLOWER for a moment;
+        # wait until it serves the partition, so that the long polls below park.
+        ready = _long_poll(topic, description.topic_id, 0, old.leader_epoch)
+        ready.max_wait_ms = 0
+        for _ in range(200):
+            answer = await conn.request(ready)
+            assert isinstance(answer, FetchResponse)
+            if answer.responses[0].partitions[0].error_code == 0:
+                break
+            await asyncio.sleep(0.05)
         request = _long_poll(topic, description.topic_id, 0, old.leader_epoch)
         in_flight = [
             asyncio.create_task(conn.request(request, timeout_ms=30_000)) for _ in range(5)
         ]
         await asyncio.sleep(0.3)
-        assert conn.in_flight == 5
+        assert conn.in_flight == 5 and not any(t.done() for t in in_flight)
 
         await three_brokers.kill_broker(old.leader)
         results = await asyncio.gather(*in_flight, return_exceptions=True)
