@@ -151,11 +151,17 @@ def test_invalid_config_raises_config_error_before_io(options: dict[str, Any], n
         Consumer("127.0.0.1:1", **options)
 
 
-def test_bad_bootstrap_and_groups_are_refused_before_io() -> None:
+def test_bad_bootstrap_and_group_settings_are_refused_before_io() -> None:
     with pytest.raises(ConfigError):
         Consumer("no-port-here")
-    with pytest.raises(NotImplementedError, match="group"):
-        Consumer("127.0.0.1:1", group_id="g")
+    with pytest.raises(ConfigError, match="needs a group_id"):
+        Consumer("127.0.0.1:1", session_timeout_ms=10_000)
+    with pytest.raises(ConfigError, match="partition_assignment_strategy"):
+        Consumer("127.0.0.1:1", group_id="g", partition_assignment_strategy="sticky-ish")
+    with pytest.raises(ConfigError, match="heartbeat_interval_ms"):
+        Consumer("127.0.0.1:1", group_id="g", session_timeout_ms=6000, heartbeat_interval_ms=6000)
+    with pytest.raises(ConfigError, match="subscribe"):
+        Consumer("127.0.0.1:1").subscribe(["t"])
 
 
 async def test_iterating_before_start_or_mixing_iterators_is_refused(

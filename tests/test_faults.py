@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import pytest
+from helpers import eventually
 
 from aiostream_kafka.admin import Admin, NewTopic, OffsetSpec
 from aiostream_kafka.errors import NetworkError
@@ -131,3 +133,50 @@ async def test_metadata_survives_losing_the_bootstrap_broker(three_brokers: Kafk
             assert isinstance(topics, dict)
         finally:
             await three_brokers.start_broker(1)
+
+
+async def test_group_survives_losing_its_coordinator(three_brokers: KafkaCluster) -> None:
+    from aiostream_kafka import Consumer, Producer
+
+    bootstrap = three_brokers.bootstrap_servers
+    topic = "group-coordinator-loss"
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, partitions=4, replication_factor=3)])
+    settings = {
+        "session_timeout_ms": 6_000,
+        "heartbeat_interval_ms": 300,
+        "max_poll_interval_ms": 30_000,
+        "default_api_timeout_ms": 60_000,
+    }
+    seen: set[tuple[int, int]] = set()
+    async with (
+        Producer(bootstrap_servers=bootstrap) as producer,
+        Consumer(bootstrap, group_id="survivors", **settings) as consumer,  # type: ignore[arg-type]
+    ):
+        consumer.subscribe([topic])
+
+        async def consume() -> None:
+            async for record in consumer.committing(consumer.stream(), every=50, within_s=0.5):
+                seen.add((record.partition, record.offset))
+
+        task = asyncio.create_task(consume())
+        for i in range(200):
+            await producer.send(topic, value=b"%d" % i, key=b"%d" % i)
+        await eventually(lambda: asyncio.sleep(0, len(seen)), lambda n: n >= 200, 30)
+        group = consumer.group
+        assert group is not None
+        coordinator_node = group.coordinator._coordinator_id
+        assert coordinator_node is not None
+        await three_brokers.kill_broker(coordinator_node)
+        for i in range(200, 400):
+            await producer.send(topic, value=b"%d" % i, key=b"%d" % i)
+        # The group moves to a new coordinator and the records keep coming.
+        await eventually(lambda: asyncio.sleep(0, len(seen)), lambda n: n >= 400, 60)
+        await eventually(lambda: asyncio.sleep(0, consumer.health()),
+                         lambda h: h.state == "stable" and h.healthy, 60)  # fmt: skip
+        assert group.coordinator._coordinator_id not in (None, coordinator_node)
+        await consumer.commit()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await three_brokers.start_broker(coordinator_node)

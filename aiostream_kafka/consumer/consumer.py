@@ -11,24 +11,32 @@ Fetching is driven by demand: a partition is fetched only while its prefetch que
 room (``max_prefetch_batches`` chunks, all partitions together ``max_prefetch_bytes``), so
 a consumer that stops iterating stops fetching, and a partition whose iterator is slow
 (``partitioned_stream``) or paused stops only itself. See ``engine.py`` for the parts.
-Consumer groups (``group_id``, ``subscribe``, ``commit``) come with issue 7.
+
+With a ``group_id``, :meth:`Consumer.subscribe` joins a consumer group instead
+(``group.py``): partitions come and go with rebalances, and :meth:`Consumer.commit`,
+``enable_auto_commit`` or :meth:`Consumer.committing` store the group's progress.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.config import ClientConfig, split_client_options
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.serde import Deserializer
-from aiostream_kafka.structs import TopicPartition
+from aiostream_kafka.structs import Record, TopicPartition
 
 from .config import ConsumerConfig
 from .engine import FetchEngine
+from .errors import ConsumerStateError
+from .group import GROUP_OPTIONS, Callback, ConsumerGroup, ConsumerHealth, group_config
 from .iterators import BatchStream, PartitionedStream, RecordStream, batch_stream, record_stream
 from .positions import EARLIEST, LATEST, OffsetAndTimestamp, lookup_offsets
 from .prefetch import FetchMetrics
@@ -37,10 +45,7 @@ __all__ = ["Consumer"]
 
 log = logging.getLogger(__name__)
 
-_GROUPS_LATER = (
-    "consumer groups (group_id, subscribe, commit) are not implemented yet; use "
-    "group_id=None and assign() partitions"
-)
+_NEEDS_GROUP = "needs a group_id: offsets and subscriptions belong to a consumer group"
 
 
 class Consumer:
@@ -52,11 +57,15 @@ class Consumer:
     ``default_api_timeout_ms``, ...) and of
     :class:`~aiostream_kafka.consumer.config.ConsumerConfig` (``fetch_max_wait_ms``,
     ``fetch_min_bytes``, ``fetch_max_bytes``, ``max_partition_fetch_bytes``,
-    ``check_crcs``, ``client_rack``, ``missing_topic_timeout_ms``).
+    ``check_crcs``, ``client_rack``, ``missing_topic_timeout_ms``). With a ``group_id``
+    also the group settings ``group_instance_id``, ``session_timeout_ms`` (45000),
+    ``heartbeat_interval_ms`` (3000), ``max_poll_interval_ms`` (300000, the rebalance
+    timeout), ``partition_assignment_strategy`` (``"cooperative-sticky"``, or ``"range"``,
+    ``"roundrobin"``, or a list in order of preference) and ``auto_commit_interval_ms``
+    (5000).
 
     Raises:
         ConfigError: an invalid or unknown option (before any network I/O).
-        NotImplementedError: ``group_id`` is not None (consumer groups come later).
     """
 
     def __init__(
@@ -74,6 +83,9 @@ class Consumer:
         value_deserializer: Deserializer | None = None,
         **options: Any,
     ) -> None:
+        group_options = {k: options.pop(k) for k in GROUP_OPTIONS if k in options}
+        if group_options and group_id is None:
+            raise ConfigError(f"{sorted(group_options)} {_NEEDS_GROUP}")
         common, rest = split_client_options(options)
         try:
             self.client_config = ClientConfig(bootstrap_servers=bootstrap_servers, **common)
@@ -91,10 +103,17 @@ class Consumer:
             )
         except TypeError as exc:
             raise ConfigError(f"unknown Consumer option: {exc}") from None
+        self._group_settings = None
         if group_id is not None:
-            raise NotImplementedError(_GROUPS_LATER)
+            self._group_settings = group_config(
+                group_id,
+                group_options,
+                self.client_config.metadata_max_age_ms,
+                self.client_config.default_api_timeout_ms,
+            )
         self._cluster = Cluster(self.client_config)
         self._engine = FetchEngine(self._cluster, self.client_config, self.config)
+        self._group: ConsumerGroup | None = None
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -107,6 +126,16 @@ class Consumer:
         """
         await self._cluster.bootstrap()
         self._engine.start()
+        if self._group_settings is not None:
+            config, assignors, interval = self._group_settings
+            self._group = ConsumerGroup(
+                self._cluster,
+                self._engine,
+                config,
+                assignors,
+                auto_commit=self.config.enable_auto_commit,
+                auto_commit_interval_ms=interval,
+            )
 
     async def close(self) -> None:
         """Stop fetching, end every iterator, close the fetch sessions and connections.
@@ -115,9 +144,13 @@ class Consumer:
             return
         self._closed = True
         try:
-            await self._engine.close()
+            if self._group is not None:
+                await self._group.close()
         finally:
-            await self._cluster.close()
+            try:
+                await self._engine.close()
+            finally:
+                await self._cluster.close()
 
     async def __aenter__(self) -> Consumer:
         try:
@@ -150,6 +183,8 @@ class Consumer:
         Raises:
             ValueError: an entry is not a ``TopicPartition``.
         """
+        if self._group is not None and self._group.subscribed:
+            raise ConsumerStateError("assign() cannot be mixed with subscribe()")
         self._engine.assign(partitions)
 
     def unassign(self) -> None:
@@ -160,21 +195,140 @@ class Consumer:
         """The partitions assigned now."""
         return set(self._engine.partitions)
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Not available yet (consumer groups).
+    def subscribe(
+        self,
+        topics: Collection[str] = (),
+        *,
+        pattern: str | None = None,
+        on_assigned: Callback | None = None,
+        on_revoked: Callback | None = None,
+        on_lost: Callback | None = None,
+    ) -> None:
+        """Join the consumer group and consume the partitions it assigns to this member:
+        of ``topics``, or of every topic matching the regular expression ``pattern``
+        (topics created later are picked up within ``metadata_max_age_ms``).
+
+        Membership runs in the background: heartbeats in their own task, so slow
+        processing never costs the member its partitions. The async callbacks get the
+        partitions that changed and are awaited before the rebalance goes on:
+        ``on_revoked`` after the partitions' pending commits were flushed and their
+        iterators ended; ``on_lost`` when the membership expired (nothing is committed).
+        Calling it again changes the subscription.
 
         Raises:
-            NotImplementedError: always, for now.
+            ConfigError: no ``group_id``, or neither/both of ``topics`` and ``pattern``.
+            ConsumerStateError: not started, or partitions were assigned by hand.
         """
-        raise NotImplementedError(_GROUPS_LATER)
+        if self._group_settings is None:
+            raise ConfigError(f"subscribe() {_NEEDS_GROUP}")
+        if self._group is None:
+            raise ConsumerStateError("subscribe() needs a started consumer (async with)")
+        if self._engine.partitions and not self._group.subscribed:
+            raise ConsumerStateError("subscribe() cannot be mixed with assign()")
+        self._group.subscribe(topics, pattern, on_assigned, on_revoked, on_lost)
 
-    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
-        """Not available yet (consumer groups).
+    async def commit(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None = None
+    ) -> None:
+        """Commit the group's progress: ``offsets`` (the next offset to read, per
+        partition), or by default the position after the last record handed out of every
+        partition this member owns.
 
         Raises:
-            NotImplementedError: always, for now.
+            ConfigError: no ``group_id``.
+            CommitFailedError: a partition is no longer owned by this member (revoked in a
+                rebalance, or the membership expired); nothing was committed.
+            KafkaTimeoutError: the coordinator did not accept it in time.
         """
-        raise NotImplementedError(_GROUPS_LATER)
+        group = self._require_group("commit()")
+        if offsets is None:
+            offsets = group.delivered_offsets()
+        await group.commit(offsets)
+
+    async def committing(
+        self,
+        records: AsyncIterable[Record],
+        *,
+        every: int = 1000,
+        within_s: float = 5.0,
+    ) -> AsyncIterator[Record]:
+        """Pass ``records`` through and commit what was processed, asynchronously, every
+        ``every`` records or ``within_s`` seconds, whichever comes first (fs2-kafka's
+        ``commitBatchWithin``).
+
+        A record counts as processed when the loop asks for the next one. Commits run in
+        the background, one at a time and in order, so they never hold up the stream and
+        a later commit never lands before an earlier one; what is still pending when a
+        partition is revoked is committed before it goes. ``async for record in
+        consumer.committing(consumer.stream()): ...``
+
+        Raises:
+            ConfigError: no ``group_id``, or ``every``/``within_s`` not positive.
+        """
+        group = self._require_group("committing()")
+        if every <= 0 or within_s <= 0:
+            raise ConfigError(f"every and within_s must be positive, got {every}, {within_s}")
+        since = 0
+        deadline = time.monotonic() + within_s
+        try:
+            async for record in records:
+                yield record
+                group.stage(TopicPartition(record.topic, record.partition), record.offset + 1)
+                since += 1
+                if since >= every or time.monotonic() >= deadline:
+                    group.request_commit()
+                    since = 0
+                    deadline = time.monotonic() + within_s
+        finally:
+            if since:
+                group.request_commit()
+
+    def health(self) -> ConsumerHealth:
+        """The consumer's state for a liveness probe: group state (or ``"assigned"``),
+        time of the last successful heartbeat and of the last Fetch response, and the
+        error that stopped it, if any."""
+        if self._group is not None:
+            return self._group.health()
+        last_fetch = self._engine.buffer.metrics.last_fetch_at or None
+        return ConsumerHealth(
+            state="closed" if self._closed else "assigned",
+            last_heartbeat_at=None,
+            last_fetch_at=last_fetch,
+            error=self._engine.fatal,
+            assignment=frozenset(self._engine.partitions),
+        )
+
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """Stop gracefully: stop fetching, let the iterators hand out what is already
+        fetched (up to ``timeout_s``), commit, leave the group, and close.
+
+        The iterators end when it closes the consumer.
+        """
+        self._engine.stop_fetching()
+        deadline = time.monotonic() + timeout_s
+        # The iterators hand out at their own pace; poll until they have emptied the queues.
+        while time.monotonic() < deadline and self._engine.has_undelivered():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        if self._group is not None and self._group.subscribed:
+            try:
+                await self._group.flush_staged()
+                if self.config.enable_auto_commit:
+                    await self.commit()
+            except Exception as exc:  # a drain goes on to close regardless
+                log.warning("drain: final commit failed: %s", exc)
+        await self.close()
+
+    def _require_group(self, what: str) -> ConsumerGroup:
+        if self._group_settings is None:
+            raise ConfigError(f"{what} {_NEEDS_GROUP}")
+        if self._group is None:
+            raise ConsumerStateError(f"{what} needs a started consumer (async with)")
+        return self._group
+
+    @property
+    def group(self) -> ConsumerGroup | None:
+        """The group membership (None without ``group_id`` or before start)."""
+        return self._group
 
     # -- iterators ---------------------------------------------------------------------------
 

@@ -71,6 +71,8 @@ class FetchEngine:
         self.started = False
         self.closed = False
         self.mode: str | None = None
+        # Set by Consumer.drain(): no more Fetch rounds; what is fetched is still handed out.
+        self.draining = False
         self.partition_fetch_bytes = config.max_partition_fetch_bytes
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -315,6 +317,14 @@ class FetchEngine:
         if ps.failed:
             return
         self.buffer.add_error(ps, PendingError(error, ps.delivered_position(), fatal=True))
+
+    def stop_fetching(self) -> None:
+        """Send no more Fetch requests; records already fetched are still handed out."""
+        self.draining = True
+
+    def has_undelivered(self) -> bool:
+        """Whether any assigned partition still holds fetched records not handed out."""
+        return any(ps.has_data() for ps in self.partitions.values())
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching and handing out ``partitions``; what is buffered stays."""

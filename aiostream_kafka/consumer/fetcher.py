@@ -225,6 +225,7 @@ class Fetcher:
         )
         assert isinstance(response, FetchResponse)
         metrics.fetch_responses += 1
+        metrics.last_fetch_at = time.time()
         resets_before = session.resets
         session.on_response(plan, response.error_code, response.session_id)
         metrics.session_resets += session.resets - resets_before

@@ -137,8 +137,10 @@ class FetchMetrics:
     prefetched_bytes: int = 0
     prefetched_bytes_peak: int = 0
     max_prefetch_bytes: int = 0
+    #: ``time.time()`` of the last Fetch response (0: none yet), for liveness probes.
+    last_fetch_at: float = 0.0
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, float]:
         """The counters as a plain dict."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -105,7 +105,7 @@ class PollScheduler:
         need_metadata = False
         need_resolver = False
         for ps in engine.partitions.values():
-            if not ps.fetchable(max_batches):
+            if engine.draining or not ps.fetchable(max_batches):
                 continue
             if ps.retry_at > now:
                 due = ps.retry_at if due is None else min(due, ps.retry_at)

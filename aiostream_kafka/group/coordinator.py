@@ -213,13 +213,13 @@ class GroupCoordinator:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Start the membership and heartbeat tasks."""
+    def start(self) -> None:
+        """Start the membership and heartbeat tasks (joining happens in the background;
+        :meth:`wait_stable` waits for it)."""
         if self._tasks:
             raise RuntimeError("the group coordinator is already started")
         if not self._topics and self._pattern is None:
             raise ConfigError("subscribe() before starting the group membership")
-        await self._refresh_subscription()
         group = self.config.group_id
         self._tasks = [
             asyncio.create_task(self._membership_loop(), name=f"group {group} membership"),
@@ -315,6 +315,13 @@ class GroupCoordinator:
     async def _membership_loop(self) -> None:
         backoff = self.config.retry_backoff_ms / 1000
         interval = self.config.metadata_check_interval_ms / 1000
+        while not self._closing and self._pattern is not None:
+            try:
+                await self._refresh_subscription()  # what the pattern matches now
+                break
+            except KafkaError as exc:
+                log.debug("group %s: cannot match the pattern yet: %s", self.config.group_id, exc)
+                await asyncio.sleep(backoff)
         while not self._closing:
             if self.state is GroupState.STABLE and not self._rejoin.is_set():
                 with contextlib.suppress(TimeoutError):

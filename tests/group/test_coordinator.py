@@ -78,7 +78,7 @@ async def members(kafka_cluster: KafkaCluster) -> AsyncIterator[Callable[..., Aw
         )
         coordinator = GroupCoordinator(cluster, config, [assignor_for(strategy)], recorder)
         coordinator.subscribe(topics or (), pattern=pattern)
-        await coordinator.start()
+        coordinator.start()
         started.append((coordinator, cluster))
         return coordinator, recorder
 
