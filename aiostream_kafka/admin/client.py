@@ -76,10 +76,6 @@ from aiostream_kafka.protocol.messages.describe_groups import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
 )
-from aiostream_kafka.protocol.messages.find_coordinator import (
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
 from aiostream_kafka.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
@@ -780,24 +776,7 @@ class Admin:
             return cached
 
         async def attempt() -> int:
-            conn = await self._cluster.any_connection()
-            version = conn.version_for(FindCoordinatorRequest)
-            # KIP-699 (v4) batches keys; earlier versions take one key.
-            request = (
-                FindCoordinatorRequest(key_type=_GROUP_KEY_TYPE, coordinator_keys=[group_id])
-                if version >= 4
-                else FindCoordinatorRequest(key=group_id, key_type=_GROUP_KEY_TYPE)
-            )
-            response = await conn.request(request, version=version)
-            assert isinstance(response, FindCoordinatorResponse)
-            if response.coordinators:
-                c = response.coordinators[0]
-                code, message, node = c.error_code, c.error_message, c.node_id
-            else:  # versions before 4 answer for one key at the top level
-                code, message, node = response.error_code, response.error_message, response.node_id
-            if code:
-                raise broker_error(code, f"find_coordinator for group {group_id!r}", message)
-            return node
+            return await self._cluster.find_coordinator(group_id, _GROUP_KEY_TYPE)
 
         node = await self._with_retries("find_coordinator", attempt)
         self._coordinators[group_id] = node

@@ -32,6 +32,11 @@ from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import ConnectionPool, Lane
 from aiostream_kafka.protocol.base import Request, Response
+from aiostream_kafka.protocol.error_codes import error_from_code
+from aiostream_kafka.protocol.messages.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from aiostream_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from aiostream_kafka.structs import TopicPartition
 
@@ -263,6 +268,34 @@ class Cluster:
             else await self.connection(node_id, lane)
         )
         return await conn.request(request, timeout_ms=timeout_ms)
+
+    async def find_coordinator(self, key: str, key_type: int = 0) -> int:
+        """Return the node id of the coordinator of group ``key`` (``key_type`` 0) or of
+        transactional id ``key`` (``key_type`` 1), asking any broker once.
+
+        Raises:
+            CoordinatorNotAvailableError, ...: the broker's error for the key (typed; the
+                coordinator errors are retriable).
+            NetworkError, KafkaTimeoutError: no broker answered.
+        """
+        conn = await self.any_connection()
+        version = conn.version_for(FindCoordinatorRequest)
+        # KIP-699 (v4) batches keys; earlier versions take one key.
+        request = (
+            FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+            if version >= 4
+            else FindCoordinatorRequest(key=key, key_type=key_type)
+        )
+        response = await conn.request(request, version=version)
+        assert isinstance(response, FindCoordinatorResponse)
+        if response.coordinators:
+            c = response.coordinators[0]
+            code, message, node = c.error_code, c.error_message, c.node_id
+        else:  # versions before 4 answer for one key at the top level
+            code, message, node = response.error_code, response.error_message, response.node_id
+        if code:
+            raise error_from_code(code, f"FindCoordinator for {key!r}: {message or code}")
+        return node
 
     async def close(self) -> None:
         """Stop any refresh and close every connection."""

@@ -54,10 +54,6 @@ from aiostream_kafka.protocol.messages.consumer_protocol_assignment import (
 from aiostream_kafka.protocol.messages.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
 )
-from aiostream_kafka.protocol.messages.find_coordinator import (
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
 from aiostream_kafka.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from aiostream_kafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
@@ -277,23 +273,8 @@ class GroupCoordinator:
     async def _coordinator(self) -> int:
         if self._coordinator_id is not None:
             return self._coordinator_id
-        conn = await self.cluster.any_connection()
-        version = conn.version_for(FindCoordinatorRequest)
+        node = await self.cluster.find_coordinator(self.config.group_id, _GROUP_KEY_TYPE)
         group = self.config.group_id
-        request = (
-            FindCoordinatorRequest(key_type=_GROUP_KEY_TYPE, coordinator_keys=[group])
-            if version >= 4
-            else FindCoordinatorRequest(key=group, key_type=_GROUP_KEY_TYPE)
-        )
-        response = await conn.request(request, version=version)
-        assert isinstance(response, FindCoordinatorResponse)
-        if response.coordinators:
-            c = response.coordinators[0]
-            code, message, node = c.error_code, c.error_message, c.node_id
-        else:
-            code, message, node = response.error_code, response.error_message, response.node_id
-        if code:
-            raise ec.error_from_code(code, f"group {group!r}: FindCoordinator: {message or ''}")
         self._coordinator_id = node
         log.debug("group %s: coordinator is broker %d", group, node)
         return node
