@@ -390,3 +390,34 @@ async def test_tls_through_an_ssl_context(tmp_path) -> None:  # type: ignore[no-
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_tls_to_a_real_broker() -> None:
+    """Admin, Producer and Consumer over the broker's TLS listener (test CA)."""
+    from aiostream_kafka import Consumer, Producer
+    from aiostream_kafka.admin import NewTopic
+    from aiostream_kafka.structs import TopicPartition
+    from aiostream_kafka.testing import KafkaCluster
+
+    async with KafkaCluster(brokers=1, source="local", tls=True) as cluster:
+        bootstrap = cluster.tls_bootstrap_servers
+        assert bootstrap != cluster.bootstrap_servers
+        context = cluster.tls_client_context()
+        tls = {"security_protocol": "SSL", "ssl_context": context}
+        async with Admin(bootstrap, **tls) as admin:
+            await admin.create_topics([NewTopic("secure", partitions=1, replication_factor=1)])
+            # Metadata over TLS advertises the TLS listener, not the plaintext one.
+            ports = {b.port for b in admin.cluster.snapshot.brokers.values()}
+            assert ports == {int(bootstrap.rpartition(":")[2])}
+        async with Producer(bootstrap_servers=bootstrap, **tls) as producer:
+            meta = await producer.send("secure", value=b"over tls", key=b"k")
+        async with Consumer(bootstrap, **tls) as consumer:
+            consumer.assign([TopicPartition("secure", 0)])
+            record = await asyncio.wait_for(anext(aiter(consumer.stream())), 30)
+        assert (record.offset, record.value) == (meta.offset, b"over tls")
+        # The plaintext port does not speak TLS: the broker drops the connection, and the
+        # error says what is likely wrong.
+        with pytest.raises(NetworkError, match="TLS listener"):
+            await BrokerConnection.open(
+                *_address(cluster), ConnectionSettings(ssl_context=context, connect_timeout_ms=5000)
+            )

@@ -168,7 +168,15 @@ class BrokerConnection:
                 "ssl_context trusts the broker's certificate and that the host name matches."
             ) from exc
         except OSError as exc:
-            raise NetworkError(f"cannot connect to {self.description}: {exc}") from exc
+            hint = ""
+            if ctx is not None and not isinstance(exc, ConnectionRefusedError):
+                hint = (
+                    " (the connection dropped during the TLS handshake: is this port a TLS "
+                    "listener? security_protocol='SSL' needs the broker's SSL listener)"
+                )
+            raise NetworkError(
+                f"cannot connect to {self.description}: {exc or type(exc).__name__}{hint}"
+            ) from exc
         self._reader_task = asyncio.create_task(
             self._read_loop(), name=f"aiostream-kafka reader {self.host}:{self.port}"
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from aiostream_kafka.errors import BrokerUnavailableError
 
 if TYPE_CHECKING:
+    from aiostream_kafka.testing.local import LocalKafkaCluster
     from aiostream_kafka.testing.proxy import FaultProxy
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,10 @@ class KafkaCluster:
             await cluster.kill_broker(2)
             await cluster.start_broker(2)
 
+    With ``tls=True`` (local brokers only) every broker also listens for TLS
+    (``tls_bootstrap_servers``) with a certificate from a throwaway CA that
+    ``tls_client_context()`` trusts.
+
     With ``proxied=True`` (local brokers only) every broker advertises to clients the
     address of a :class:`~aiostream_kafka.testing.proxy.FaultProxy` in front of it
     (``cluster.proxy(node_id)``) and ``bootstrap_servers`` lists the proxies, so that all
@@ -107,11 +113,13 @@ class KafkaCluster:
         start_timeout_s: float = 120.0,
         heap: str = "512m",
         proxied: bool = False,
+        tls: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
         self.brokers = brokers
         self.proxied = proxied
+        self.tls = tls
         self._proxies: dict[int, FaultProxy] = {}
         self.server_properties: dict[str, str] = dict(server_properties or {})
         self.start_timeout_s = start_timeout_s
@@ -121,6 +129,11 @@ class KafkaCluster:
             raise ValueError(
                 f"proxied=True needs brokers run from local jars (source 'local'), not "
                 f"{self.source!r}: only they can advertise the proxies' addresses"
+            )
+        if tls and self.source != "local":
+            raise ValueError(
+                f"tls=True needs brokers run from local jars (source 'local'), not "
+                f"{self.source!r}: the harness writes their certificates"
             )
         self._backend: _Backend | None = None
         self.startup_seconds: float | None = None
@@ -151,6 +164,28 @@ class KafkaCluster:
         if self._proxies:
             return ",".join(p.address for p in self._proxies.values())
         return self._backend.bootstrap_servers
+
+    @property
+    def tls_bootstrap_servers(self) -> str:
+        """The addresses of the brokers' TLS listeners (``tls=True``)."""
+        backend = self._local_backend("tls_bootstrap_servers")
+        if not backend.tls:
+            raise RuntimeError("the cluster was started without tls=True")
+        return backend.tls_bootstrap_servers
+
+    def tls_client_context(self) -> ssl.SSLContext:
+        """An ``SSLContext`` that trusts the cluster's test CA (``tls=True``)."""
+        backend = self._local_backend("tls_client_context")
+        if backend.tls_material is None:
+            raise RuntimeError("the cluster was started without tls=True")
+        return backend.tls_material.client_context()
+
+    def _local_backend(self, what: str) -> LocalKafkaCluster:
+        from aiostream_kafka.testing.local import LocalKafkaCluster
+
+        if not isinstance(self._backend, LocalKafkaCluster):
+            raise RuntimeError(f"{what} needs a started local cluster")
+        return self._backend
 
     def proxy(self, node_id: int) -> FaultProxy:
         """The fault-injecting proxy in front of broker ``node_id`` (``proxied=True``)."""
@@ -223,6 +258,7 @@ class KafkaCluster:
                 start_timeout_s=self.start_timeout_s,
                 heap=self.heap,
                 proxied=self.proxied,
+                tls=self.tls,
             )
         else:
             raise ValueError(f"unknown source {self.source!r}")

@@ -32,6 +32,7 @@ from pathlib import Path
 from aiostream_kafka.errors import BrokerUnavailableError
 from aiostream_kafka.testing import probe
 from aiostream_kafka.testing.jars import KAFKA_VERSION, ensure_kafka_jars, java_executable
+from aiostream_kafka.testing.tls import TlsMaterial, make_tls_material
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,8 @@ class _Node:
     # listener brokers use among themselves, so that faults hit only client traffic.
     advertised_port: int | None = None
     internal_port: int | None = None
+    # With tls=True: a second client listener speaking TLS.
+    tls_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
     log_handle: object | None = field(default=None, repr=False)
 
@@ -159,6 +162,7 @@ class LocalKafkaCluster:
         heap: str = "512m",
         jvm_options: list[str] | None = None,
         proxied: bool = False,
+        tls: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -168,6 +172,8 @@ class LocalKafkaCluster:
         self.heap = heap
         self.jvm_options = list(jvm_options or [])
         self.proxied = proxied
+        self.tls = tls
+        self.tls_material: TlsMaterial | None = None
         self.directory: Path | None = None
         self.nodes: dict[int, _Node] = {}
         self._lib: Path | None = None
@@ -191,6 +197,17 @@ class LocalKafkaCluster:
             )
             inter_broker = "INTERNAL"
             protocols += ",INTERNAL:PLAINTEXT"
+        tls_props: dict[str, str] = {}
+        if node.tls_port is not None and self.tls_material is not None:
+            listeners += f",SSL://{HOST}:{node.tls_port}"
+            advertised += f",SSL://{HOST}:{node.tls_port}"
+            protocols += ",SSL:SSL"
+            # A PEM keystore: the PKCS#8 key and the certificate chain in one file.
+            tls_props = {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.tls_material.server_keystore),
+                "ssl.client.auth": "none",
+            }
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -217,6 +234,7 @@ class LocalKafkaCluster:
             "controller.quorum.fetch.timeout.ms": "2000",
             "broker.session.timeout.ms": "6000",
             "broker.heartbeat.interval.ms": "500",
+            **tls_props,
         }
         props.update(self.server_properties)
         return props
@@ -249,6 +267,11 @@ class LocalKafkaCluster:
     # -- lifecycle -----------------------------------------------------------------------
 
     @property
+    def tls_bootstrap_servers(self) -> str:
+        """The TLS listeners' addresses (``tls=True``)."""
+        return ",".join(f"{HOST}:{n.tls_port}" for n in self.nodes.values() if n.tls_port)
+
+    @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{n.port}" for n in self.nodes.values())
 
@@ -266,8 +289,12 @@ class LocalKafkaCluster:
         self.directory = Path(tempfile.mkdtemp(prefix="aiostream-kafka-"))
         _LIVE.add(self)
         try:
+            if self.tls:
+                self.tls_material = await asyncio.to_thread(
+                    make_tls_material, self.directory / "tls"
+                )
             for attempt in range(1, _START_ATTEMPTS + 1):
-                per_node = 4 if self.proxied else 2
+                per_node = (4 if self.proxied else 2) + (1 if self.tls else 0)
                 ports = free_ports(per_node * self.brokers)
                 self.nodes = {}
                 for i in range(1, self.brokers + 1):
@@ -275,6 +302,8 @@ class LocalKafkaCluster:
                     node = _Node(i, mine[0], mine[1], self.directory / f"node-{i}")
                     if self.proxied:
                         node.advertised_port, node.internal_port = mine[2], mine[3]
+                    if self.tls:
+                        node.tls_port = mine[-1]
                     self.nodes[i] = node
                 self._write_config()
                 await self._format()
