@@ -660,6 +660,16 @@ class Admin:
                     ) from None
         return None
 
+    @classmethod
+    def _config_nodes(
+        cls, resources: Iterable[ConfigResource]
+    ) -> dict[int | None, list[ConfigResource]]:
+        """Group config resources by the broker that answers for them (None: any)."""
+        by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
+        for resource in resources:
+            by_node[cls._config_node(resource)].append(resource)
+        return by_node
+
     async def describe_configs(
         self, resources: Collection[ConfigResource], *, keys: Collection[str] | None = None
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
@@ -668,9 +678,7 @@ class Admin:
         Raises:
             UnknownTopicOrPartitionError: a topic resource does not exist.
         """
-        by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
-        for resource in resources:
-            by_node[self._config_node(resource)].append(resource)
+        by_node = self._config_nodes(resources)
         results: dict[ConfigResource, dict[str, ConfigEntry]] = {}
 
         async def attempt() -> dict[ConfigResource, dict[str, ConfigEntry]]:
@@ -729,9 +737,7 @@ class Admin:
             InvalidConfigError, InvalidRequestError, ...: the broker's error for the
             first resource that failed.
         """
-        by_node: dict[int | None, list[ConfigResource]] = defaultdict(list)
-        for resource in changes:
-            by_node[self._config_node(resource)].append(resource)
+        by_node = self._config_nodes(changes)
 
         async def attempt() -> None:
             errors: dict[str, KafkaError] = {}
