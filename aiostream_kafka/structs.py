@@ -43,12 +43,13 @@ class Record:
     leader_epoch: int | None
 
 
-@dataclass(slots=True, frozen=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where an acknowledged record was written.
 
     ``offset`` is -1 when the producer ran with ``acks=0``. ``timestamp_ms`` is the broker's
     log-append time when the topic uses LogAppendTime, else the record's create time.
+    Immutable; a named tuple, so ``topic, partition, offset, ts = meta`` works too (and
+    one is cheap to build: the producer makes one per acknowledged record).
     """
 
     topic: str

@@ -60,8 +60,21 @@ def record_size_upper_bound(
     return size
 
 
+# A bound of the framing of one keyless, headerless record with a value under 8,000 bytes
+# whose offset delta and timestamp delta fit two-byte varints: length 2 + attributes 1 +
+# timestamp delta 2 + offset delta 2 + key length 1 + value length 2 + header count 1.
+PLAIN_OVERHEAD = 11
+
+
 class ProducerBatch:
     """One record batch of one partition, with a future per record.
+
+    Records are appended through :meth:`append`, except on the producer's hot path: a
+    keyless, headerless record of bytes joins ``pending`` (with its timestamp and future)
+    and takes ``len(value) + PLAIN_OVERHEAD`` bytes of ``room``; pending values are encoded
+    in one pass when the batch is built or a general record follows. ``room`` is what such
+    a record may still take without the batch exceeding ``batch_size`` (a timestamp more
+    than 8 s after the batch's first record may cost one byte more per record).
 
     Producer id, epoch and base sequence are stamped when the sender first takes the batch
     (and re-stamped after an epoch bump); the encoded (and compressed) bytes are built
@@ -71,6 +84,7 @@ class ProducerBatch:
     __slots__ = (
         "attempts",
         "base_sequence",
+        "batch_size",
         "builder",
         "closed",
         "created",
@@ -79,10 +93,12 @@ class ProducerBatch:
         "futures",
         "maybe_written",
         "payload",
+        "pending",
         "producer_epoch",
         "producer_id",
         "reserved",
         "retry_at",
+        "room",
         "timestamps",
         "tp",
     )
@@ -97,9 +113,12 @@ class ProducerBatch:
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         self.tp = tp
+        self.batch_size = batch_size
         self.builder = RecordBatchBuilder(batch_size)
         self.futures: list[asyncio.Future[RecordMetadata]] = []
         self.timestamps: list[int] = []
+        self.pending: list[bytes] = []
+        self.room = batch_size - HEADER_SIZE - PLAIN_OVERHEAD
         self.reserved = reserved
         self.created = created
         self.deadline = deadline
@@ -126,6 +145,33 @@ class ProducerBatch:
         """Records in the batch."""
         return len(self.futures)
 
+    @property
+    def size_in_bytes(self) -> int:
+        """The batch's uncompressed size (exact once built, a close bound before)."""
+        return self.batch_size - PLAIN_OVERHEAD - self.room
+
+    def is_full(self) -> bool:
+        """Whether the batch has reached ``batch_size``."""
+        return self.room + PLAIN_OVERHEAD <= 0
+
+    def has_room_for(
+        self, key: BytesLike | None, value: BytesLike | None, headers: HeaderList | None
+    ) -> bool:
+        """Whether a record fits within ``batch_size`` (always true when empty)."""
+        if not self.futures:
+            return True
+        return record_size_upper_bound(key, value, headers) - HEADER_SIZE <= (
+            self.room + PLAIN_OVERHEAD
+        )
+
+    def flush_pending(self) -> None:
+        """Encode the records appended on the hot path."""
+        pending = self.pending
+        if pending:
+            builder = self.builder
+            builder.extend_values(pending, self.timestamps[builder.record_count :])
+            self.pending = []
+
     def append(
         self,
         key: BytesLike | None,
@@ -134,10 +180,14 @@ class ProducerBatch:
         timestamp_ms: int,
         future: asyncio.Future[RecordMetadata],
     ) -> None:
-        """Add one record (the caller checked :meth:`RecordBatchBuilder.has_room_for`)."""
-        self.builder.append(key, value, headers, timestamp_ms)
+        """Add one record (the caller checked :meth:`has_room_for`)."""
+        if self.pending:
+            self.flush_pending()
+        builder = self.builder
+        builder.append(key, value, headers, timestamp_ms)
         self.futures.append(future)
         self.timestamps.append(timestamp_ms)
+        self.room = self.batch_size - PLAIN_OVERHEAD - builder.size_in_bytes
 
     def encoded(
         self,
@@ -151,6 +201,7 @@ class ProducerBatch:
         (compressed once; later calls only re-stamp the header and CRC)."""
         payload = self.payload
         if payload is None:
+            self.flush_pending()
             payload = self.builder.build(
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
@@ -179,20 +230,25 @@ class ProducerBatch:
         """Resolve every record future with its metadata."""
         topic, partition = self.tp
         timestamps = self.timestamps
+        new = tuple.__new__  # RecordMetadata is a named tuple: skip its __new__ wrapper
         meta = RecordMetadata
         if base_offset < 0:  # acks=0: no offsets
             for i, future in enumerate(self.futures):
                 if not future.done():
                     ts = timestamps[i] if log_append_time_ms < 0 else log_append_time_ms
-                    future.set_result(meta(topic, partition, -1, ts))
+                    future.set_result(new(meta, (topic, partition, -1, ts)))
         elif log_append_time_ms < 0:  # CreateTime: each record's own timestamp
-            for i, future in enumerate(self.futures):
+            offset = base_offset
+            for future, ts in zip(self.futures, timestamps, strict=True):
                 if not future.done():
-                    future.set_result(meta(topic, partition, base_offset + i, timestamps[i]))
+                    future.set_result(new(meta, (topic, partition, offset, ts)))
+                offset += 1
         else:
             for i, future in enumerate(self.futures):
                 if not future.done():
-                    future.set_result(meta(topic, partition, base_offset + i, log_append_time_ms))
+                    future.set_result(
+                        new(meta, (topic, partition, base_offset + i, log_append_time_ms))
+                    )
         if not self.done.done():
             self.done.set_result(None)
 
@@ -242,11 +298,9 @@ class Accumulator:
         if dq:
             last = dq[-1]
             if not last.closed:
-                if last.builder.has_room_for(key, value, headers):
+                if last.has_room_for(key, value, headers):
                     future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self.loop)
-                    last.builder.append(key, value, headers, timestamp_ms)
-                    last.futures.append(future)
-                    last.timestamps.append(timestamp_ms)
+                    last.append(key, value, headers, timestamp_ms, future)
                     return future
                 last.closed = True  # full: the sender may take it now
                 self.wakeup.set()

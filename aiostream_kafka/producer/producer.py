@@ -21,6 +21,7 @@ from aiostream_kafka.cluster.metadata import TopicMetadata
 from aiostream_kafka.config import ClientConfig, split_client_options
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError
 from aiostream_kafka.producer.accumulator import (
+    PLAIN_OVERHEAD,
     Accumulator,
     HeaderList,
     record_size_upper_bound,
@@ -41,6 +42,7 @@ __all__ = ["Producer", "ProducerClosedError", "ProducerRecord"]
 _BYTES = (bytes, bytearray, memoryview)
 # The C future constructor: cheaper per record than loop.create_future(), a Python method.
 _Future = asyncio.Future
+_time_ns = time.time_ns
 # Topic errors worth waiting out (the topic is being created, or its leaders elected).
 _TRANSIENT_TOPIC_ERRORS = frozenset({3, 5})
 
@@ -119,6 +121,15 @@ class Producer:
         self._batch_size = config.batch_size
         # A record whose value alone is below this cannot exceed any size limit.
         self._size_check_from = min(config.max_request_size, config.buffer_memory) - 1024
+        # The hot path bounds a record's framing by PLAIN_OVERHEAD, which a batch may exceed
+        # by a byte or two per record in rare cases (clock jumps, values over 8 KB): keep
+        # it to batch sizes far enough below every limit.
+        self._fast = (
+            self._key_serializer is None
+            and self._value_serializer is None
+            and config.batch_size <= min(65536, self._size_check_from * 9 // 10)
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._cluster = Cluster(self.client_config)
         self._pool = BufferPool(config.buffer_memory)
         self._partitioner = StickyPartitioner()
@@ -146,7 +157,7 @@ class Producer:
                 return
             raise ProducerClosedError("the producer is closed; create a new one")
         await self._cluster.bootstrap()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._accumulator = Accumulator(
             self.config.batch_size, self.config.delivery_timeout_ms, self._pool, loop
         )
@@ -325,11 +336,33 @@ class Producer:
         ``RecordTooLargeError``, ``UnknownTopicOrPartitionError``, ``KafkaTimeoutError``
         for memory, ``ProducerClosedError``).
         """
+        # The hot path: a keyless record of bytes, no headers, no serializers, joins its
+        # topic's open sticky batch without looking at the metadata (``_fast`` also
+        # guarantees that a record fitting in a batch fits every size limit).
+        if (
+            key is None
+            and type(value) is bytes
+            and headers is None
+            and partition is None
+            and timestamp_ms is None
+            and self._fast
+            and self._state == "running"
+        ):
+            batch = self._sticky.get(topic)
+            if batch is not None and not batch.closed:
+                size = len(value)
+                if size <= batch.room:
+                    batch.room -= size + PLAIN_OVERHEAD
+                    batch.pending.append(value)
+                    batch.timestamps.append(_time_ns() // 1_000_000)
+                    future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+                    batch.futures.append(future)
+                    return future
         acc = self._accumulator
         if self._state != "running" or acc is None:
             raise self._not_running()
-        # The hot path: checks cheapest first, and a keyless record joins its topic's
-        # sticky batch without looking at the metadata.
+        # Checks cheapest first, and a keyless record joins its topic's sticky batch
+        # without looking at the metadata.
         serializer = self._value_serializer
         if serializer is not None:
             value = serialize(serializer, value, "value")
@@ -353,20 +386,10 @@ class Producer:
             self._check_size(topic, key, value, headers)
         if key is None and partition is None:
             batch = self._sticky.get(topic)
-            if batch is not None and not batch.closed:
-                builder = batch.builder
-                if headers is None:
-                    # builder.has_room_for inlined: 36 bytes bound the framing of a record.
-                    size = 36 if value is None else 36 + len(value)
-                    fits = builder.size_in_bytes + size <= self._batch_size
-                else:
-                    fits = builder.has_room_for(None, value, headers)
-                if fits:
-                    future: asyncio.Future[RecordMetadata] = _Future(loop=acc.loop)
-                    builder.append(None, value, headers, timestamp_ms)
-                    batch.futures.append(future)
-                    batch.timestamps.append(timestamp_ms)
-                    return future
+            if batch is not None and not batch.closed and batch.has_room_for(None, value, headers):
+                future = _Future(loop=acc.loop)
+                batch.append(None, value, headers, timestamp_ms, future)
+                return future
         meta = self._cluster.snapshot.topics.get(topic)
         if meta is None or meta.error_code or not meta.partitions:
             meta = await self._wait_for_topic(topic, partition)
@@ -407,7 +430,7 @@ class Producer:
         topic = meta.name
         batch = self._sticky.get(topic)
         if batch is not None and not batch.closed:
-            if batch.builder.has_room_for(None, value, headers):
+            if batch.has_room_for(None, value, headers):
                 future: asyncio.Future[RecordMetadata] = _Future(loop=acc.loop)
                 batch.append(None, value, headers, timestamp_ms, future)
                 return future

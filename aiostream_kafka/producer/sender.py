@@ -220,7 +220,7 @@ class Sender:
                 wait = head.retry_at - now
                 delay = wait if delay is None or wait < delay else delay
                 continue
-            if not (everything_ready or head.closed or len(dq) > 1 or head.builder.is_full()):
+            if not (everything_ready or head.closed or len(dq) > 1 or head.is_full()):
                 wait = head.created + linger - now
                 if wait > 0:
                     delay = wait if delay is None or wait < delay else delay
@@ -280,7 +280,7 @@ class Sender:
         for tp in tps:
             dq = acc.batches[tp]
             head = dq[0]
-            estimate = head.builder.size_in_bytes if head.payload is None else len(head.payload)
+            estimate = head.size_in_bytes if head.payload is None else len(head.payload)
             if taken and size + estimate > config.max_request_size:
                 break
             dq.popleft()

@@ -347,6 +347,52 @@ class RecordBatchBuilder:
         self._count = od + 1
         return od
 
+    def extend_values(self, values: Sequence[bytes], timestamps: Sequence[int]) -> None:
+        """Append keyless, headerless records: ``append(None, values[i], None,
+        timestamps[i])`` for each ``i``, in one pass (the producer's hot path defers
+        encoding to here). Small values and timestamps close to the batch's first one take
+        every varint from the lookup table."""
+        if not values:
+            return
+        buf = self._buf
+        od = self._count
+        if not od:
+            self._base_ts = self._max_ts = timestamps[0]
+        base = self._base_ts
+        max_ts = self._max_ts
+        zz = _ZZ
+        parts: list[bytes] = []
+        add = parts.extend
+        for value, ts in zip(values, timestamps, strict=True):
+            n = len(value)
+            tsd = ts - base
+            if ts > max_ts:
+                max_ts = ts
+            if n < 8000 and 0 <= tsd < 8192 and od < 8192:
+                tsb = zz[tsd]
+                odb = zz[od]
+                vb = zz[n]
+                add((zz[3 + len(tsb) + len(odb) + len(vb) + n], b"\x00", tsb, odb, b"\x01"))
+                add((vb, value, b"\x00"))
+            else:
+                body = b"".join(
+                    (
+                        b"\x00",
+                        encode_varlong(tsd),
+                        encode_varint(od),
+                        b"\x01",
+                        encode_varint(n),
+                        value,
+                        b"\x00",
+                    )
+                )
+                parts.append(encode_varint(len(body)))
+                parts.append(body)
+            od += 1
+        buf += b"".join(parts)
+        self._count = od
+        self._max_ts = max_ts
+
     def build(
         self,
         base_offset: int = 0,

@@ -699,3 +699,37 @@ def test_truncated_batches_with_verify_off_raise_only_protocol_errors() -> None:
 
 def test_record_batch_is_exported() -> None:
     assert RecordBatch.__slots__
+
+
+@FUZZ
+@given(
+    values=st.lists(
+        st.one_of(st.binary(max_size=40), st.integers(7990, 9000).map(lambda n: b"v" * n)),
+        min_size=1,
+        max_size=40,
+    ),
+    deltas=st.lists(
+        st.one_of(st.integers(-3, 3), st.integers(-(1 << 40), 1 << 40), st.integers(8000, 9000)),
+        min_size=40,
+        max_size=40,
+    ),
+    lead=st.integers(0, 3),
+    first_offset=st.sampled_from([0, 8190]),
+)
+def test_extend_values_encodes_exactly_like_append(
+    values: list[bytes], deltas: list[int], lead: int, first_offset: int
+) -> None:
+    """The producer's bulk path (keyless, headerless records encoded in one pass) gives the
+    very bytes of one ``append`` per record, whatever the value sizes, timestamp deltas
+    (negative, huge, past the two-byte varints) and offset deltas (past 8,192)."""
+    base = 1_700_000_000_000
+    stamps = [base + d for d in deltas[: len(values)]]
+    one, bulk = RecordBatchBuilder(1 << 30), RecordBatchBuilder(1 << 30)
+    for i in range(first_offset + lead):  # records already in the batch, appended singly
+        one.append(b"k", b"x", [("h", b"1")], base + i)
+        bulk.append(b"k", b"x", [("h", b"1")], base + i)
+    for value, ts in zip(values, stamps, strict=True):
+        one.append(None, value, None, ts)
+    bulk.extend_values(values, stamps)
+    assert bulk.record_count == one.record_count
+    assert bulk.build(producer_id=7, base_sequence=3) == one.build(producer_id=7, base_sequence=3)
