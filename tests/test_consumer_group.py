@@ -371,3 +371,63 @@ async def test_drain_hands_out_what_is_fetched_then_commits_and_leaves(
     # Everything handed out was processed and committed; nothing after it.
     assert committed[TopicPartition(topic, 0)].offset == len(got)
     assert got == list(range(len(got)))
+
+
+async def test_close_commits_what_was_processed_before_giving_the_partitions_up(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Pending commits (auto-commit positions, offsets staged by ``committing``) are
+    committed when the partitions are revoked at close, while the member still owns them."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    await _produce(bootstrap, topic, 200, rate_per_s=100_000)
+    auto_group, staged_group = _group(), _group()
+    async with Consumer(
+        bootstrap, group_id=auto_group, enable_auto_commit=True,
+        auto_commit_interval_ms=3_600_000, **GROUP_SETTINGS,  # type: ignore[arg-type]
+    ) as consumer:  # fmt: skip
+        consumer.subscribe([topic])
+        taken = 0
+        async for _record in consumer.stream():
+            taken += 1
+            if taken == 30:
+                break
+    async with Consumer(bootstrap, group_id=staged_group, **GROUP_SETTINGS) as consumer:  # type: ignore[arg-type]
+        consumer.subscribe([topic])
+        taken = 0
+        async for record in consumer.committing(consumer.stream(), every=10**6, within_s=3600):
+            taken += 1
+            if record.offset == 50:  # 0..49 were processed; this one is not yet
+                break
+    async with Admin(bootstrap) as admin:
+        auto = await admin.list_consumer_group_offsets(auto_group)
+        staged = await admin.list_consumer_group_offsets(staged_group)
+    assert auto[TopicPartition(topic, 0)].offset == 30
+    assert staged[TopicPartition(topic, 0)].offset == 50
+
+
+async def test_cooperative_revocation_commits_before_the_partition_moves(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    await _produce(bootstrap, topic, 200, rate_per_s=100_000)
+    group = _group()
+    settings = {**GROUP_SETTINGS, "enable_auto_commit": True, "auto_commit_interval_ms": 3_600_000}
+    async with Consumer(bootstrap, group_id=group, **settings) as first:  # type: ignore[arg-type]
+        first.subscribe([topic])
+        delivered: Counter[int] = Counter()
+        stream = aiter(first.stream())
+        while sum(delivered.values()) < 200:
+            record = await anext(stream)
+            delivered[record.partition] += 1
+        async with Consumer(bootstrap, group_id=group, **settings) as second:  # type: ignore[arg-type]
+            second.subscribe([topic])
+            health = await eventually(
+                lambda: asyncio.sleep(0, second.health()), lambda h: len(h.assignment) == 1, 30
+            )
+            (moved,) = health.assignment
+            async with Admin(bootstrap) as admin:
+                committed = await admin.list_consumer_group_offsets(group)
+            # Committed by the first member on revocation: everything it had delivered.
+            assert committed[moved].offset == delivered[moved.partition]

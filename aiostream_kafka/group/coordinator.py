@@ -260,8 +260,11 @@ class GroupCoordinator:
         if current is not None and current.cancelling():
             raise asyncio.CancelledError
         if self.owned and self.state not in (GroupState.FENCED, GroupState.FAILED):
-            owned, self.owned = self.owned, frozenset()
-            await self._call_listener("partitions_revoked", owned)
+            # Ownership ends after the listener: it commits what is pending for them.
+            try:
+                await self._call_listener("partitions_revoked", self.owned)
+            finally:
+                self.owned = frozenset()
         should_leave = leave if leave is not None else self.config.group_instance_id is None
         if should_leave and self.member_id and self.state is not GroupState.FENCED:
             with contextlib.suppress(KafkaError):
@@ -423,8 +426,10 @@ class GroupCoordinator:
     async def _join_and_sync(self) -> None:
         if not self.cooperative and self.owned:
             # Eager protocol: give everything up before joining.
-            revoked, self.owned = self.owned, frozenset()
-            await self._call_listener("partitions_revoked", revoked)
+            try:
+                await self._call_listener("partitions_revoked", self.owned)
+            finally:
+                self.owned = frozenset()
         await self._set_state(GroupState.REBALANCING)
         self._stable.clear()
         join_timeout = self.config.rebalance_timeout_ms + 5_000
@@ -543,8 +548,10 @@ class GroupCoordinator:
             added = assigned - previous
             if revoked:
                 # KIP-429: give these up, then rejoin so that their new owner gets them.
-                self.owned = previous - revoked
-                await self._call_listener("partitions_revoked", frozenset(revoked))
+                try:
+                    await self._call_listener("partitions_revoked", frozenset(revoked))
+                finally:
+                    self.owned = previous - revoked
                 self._rejoin.set()
             self.owned = assigned
             if added:
