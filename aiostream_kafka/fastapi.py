@@ -1,0 +1,570 @@
+"""FastAPI integration: one producer and supervised consumers tied to an app's lifespan.
+
+::
+
+    from fastapi import Depends, FastAPI
+    from aiostream_kafka import Consumer, Producer
+    from aiostream_kafka.fastapi import KafkaIntegration
+
+    kafka = KafkaIntegration(bootstrap_servers="127.0.0.1:9092")
+
+    @kafka.consumer(["orders"], group_id="orders-view")
+    async def keep_view(consumer: Consumer) -> None:
+        async for record in consumer.committing(consumer.stream()):
+            ...
+
+    app = FastAPI(lifespan=kafka.lifespan)
+    app.include_router(kafka.health_router())  # GET /health/live, /health/ready
+
+    @app.post("/orders", status_code=202)
+    async def create(body: Order, producer: Producer = Depends(kafka.producer)) -> dict[str, int]:
+        meta = await producer.send("orders", body.model_dump_json().encode())
+        return {"partition": meta.partition, "offset": meta.offset}
+
+Startup: the producer starts, then each consumer starts, subscribes and gets its handler
+run in a background task that the integration owns. A handler that raises is logged with
+its traceback, its consumer is closed (leaving the group, so other replicas take its
+partitions) and both health endpoints answer 503 naming it; it is not restarted.
+
+Shutdown, in order: stop handing out the producer (the dependency answers 503) and report
+not ready → drain every consumer (:meth:`Consumer.drain`: what is fetched is handed out
+and committed, the group is left, the handler's iterators end) and await its handler
+(cancelled after ``handler_grace_s`` if it does not return) → flush and close the producer
+(``producer_close_timeout_s``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    from fastapi import APIRouter, HTTPException
+    from fastapi.responses import JSONResponse
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "aiostream_kafka.fastapi needs FastAPI: pip install 'aiostream-kafka[fastapi]'"
+    ) from exc
+
+from aiostream_kafka.consumer import Consumer
+from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.producer import Producer
+from aiostream_kafka.structs import Record
+
+__all__ = [
+    "ConsumerHandler",
+    "ConsumerStatus",
+    "HealthReport",
+    "KafkaIntegration",
+    "RecordHandler",
+]
+
+log = logging.getLogger(__name__)
+
+ConsumerHandler = Callable[[Consumer], Awaitable[None]]
+"""A consumer handler: gets the started, subscribed :class:`Consumer` and iterates it."""
+
+RecordHandler = Callable[[Record], Awaitable[None]]
+"""A record handler: awaited once per record, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStatus:
+    """One supervised consumer as the health endpoints report it.
+
+    ``state`` is the consumer's :class:`~aiostream_kafka.consumer.group.ConsumerHealth`
+    state (``"stable"``, ``"rebalancing"``, ``"unjoined"``, ``"assigned"``, ``"fenced"``,
+    ``"failed"``, ``"closed"``) or ``"not started"``; ``running`` tells whether its handler
+    task is alive; ``error`` is why it is unhealthy (None when healthy).
+    """
+
+    name: str
+    state: str
+    running: bool
+    healthy: bool
+    error: str | None
+    partitions: int
+    last_heartbeat_age_s: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the fields."""
+        return {
+            "name": self.name,
+            "state": self.state,
+            "running": self.running,
+            "healthy": self.healthy,
+            "error": self.error,
+            "partitions": self.partitions,
+            "last_heartbeat_age_s": self.last_heartbeat_age_s,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """The answer of a probe: ``ok`` (no ``reasons``), the reasons otherwise, and the
+    status of every consumer."""
+
+    ok: bool
+    state: str
+    reasons: tuple[str, ...]
+    consumers: tuple[ConsumerStatus, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``status`` (``"ok"`` or ``"unavailable"``), ``state``,
+        ``reasons`` and ``consumers``."""
+        return {
+            "status": "ok" if self.ok else "unavailable",
+            "state": self.state,
+            "reasons": list(self.reasons),
+            "consumers": [c.as_dict() for c in self.consumers],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _ConsumerSpec:
+    name: str
+    topics: tuple[str, ...]
+    pattern: str | None
+    group_id: str | None
+    options: Mapping[str, Any]
+    handler: ConsumerHandler
+
+
+@dataclass(slots=True)
+class _RunningConsumer:
+    """A started consumer and the task running its handler (owned by the integration)."""
+
+    spec: _ConsumerSpec
+    consumer: Consumer
+    integration: KafkaIntegration
+    task: asyncio.Task[None] | None = None
+    failure: BaseException | None = None
+    returned: bool = False
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(
+            self._supervise(), name=f"aiostream-kafka consumer {self.spec.name}"
+        )
+
+    async def _supervise(self) -> None:
+        name = self.spec.name
+        try:
+            await self.spec.handler(self.consumer)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.failure = exc
+            log.error(
+                "consumer %r: handler crashed; it is not restarted and the health "
+                "endpoints now answer 503",
+                name,
+                exc_info=exc,
+            )
+            try:
+                await self.consumer.close()  # leave the group: the partitions move on
+            except Exception as close_exc:
+                log.warning("consumer %r: close after the crash failed: %r", name, close_exc)
+        else:
+            self.returned = True
+            if self.integration.state in ("starting", "running"):
+                log.warning(
+                    "consumer %r: handler returned while the app runs; the health endpoints "
+                    "now answer 503",
+                    name,
+                )
+
+    def status(self, now: float) -> ConsumerStatus:
+        task = self.task
+        running = task is not None and not task.done() and self.failure is None
+        health = self.consumer.health() if task is not None else None
+        error: str | None = None
+        if self.failure is not None:
+            error = f"handler crashed: {self.failure!r}"
+        elif task is not None and task.done():
+            error = "handler cancelled" if task.cancelled() else "handler returned"
+        elif health is not None and not health.healthy:
+            error = f"consumer {health.state}" + (
+                f": {health.error!r}" if health.error is not None else ""
+            )
+        heartbeat = health.last_heartbeat_at if health is not None else None
+        return ConsumerStatus(
+            name=self.spec.name,
+            state=health.state if health is not None else "not started",
+            running=running,
+            healthy=error is None,
+            error=error,
+            partitions=len(health.assignment) if health is not None else 0,
+            last_heartbeat_age_s=None if heartbeat is None else round(now - heartbeat, 3),
+        )
+
+    async def stop(self, drain_timeout_s: float, grace_s: float) -> None:
+        """Drain the consumer and await the handler (cancelling it after ``grace_s``).
+        Logs failures; raises only ``CancelledError``."""
+        name = self.spec.name
+        task = self.task
+        try:
+            if task is not None and not task.done():
+                try:
+                    await self.consumer.drain(timeout_s=drain_timeout_s)
+                except Exception as exc:
+                    log.warning("consumer %r: drain failed: %r", name, exc)
+                # The drain closed the consumer, so the handler's iterators have ended.
+                done, _ = await asyncio.wait({task}, timeout=grace_s)
+                if not done:
+                    log.warning(
+                        "consumer %r: handler still running %.1f s after the drain; cancelling it",
+                        name,
+                        grace_s,
+                    )
+        finally:
+            if task is not None and not task.done():
+                task.cancel()
+            if task is not None:
+                # The task never raises but CancelledError (it logs its failures itself).
+                await asyncio.gather(task, return_exceptions=True)
+            try:
+                await self.consumer.close()  # idempotent
+            except Exception as exc:
+                log.warning("consumer %r: close failed: %r", name, exc)
+
+
+class KafkaIntegration:
+    """One :class:`Producer` and any number of supervised consumers for a FastAPI app.
+
+    Args:
+        bootstrap_servers: the Kafka cluster, as for :class:`Producer`.
+        producer_options: keyword options of :class:`Producer` (``acks``, ``linger_ms``,
+            ``value_serializer``...).
+        consumer_options: keyword options of :class:`Consumer` shared by every consumer
+            (each consumer's own options override them).
+        drain_timeout_s: how long each consumer's drain may hand out fetched records on
+            shutdown.
+        handler_grace_s: how long a handler may take to return after its consumer was
+            drained, before it is cancelled.
+        producer_close_timeout_s: how long closing the producer may take to deliver what
+            is buffered; records not acknowledged by then fail with
+            :class:`~aiostream_kafka.ProducerClosedError`.
+
+    Raises:
+        ConfigError: an invalid producer option (checked here, before any I/O).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Collection[str],
+        *,
+        producer_options: Mapping[str, Any] | None = None,
+        consumer_options: Mapping[str, Any] | None = None,
+        drain_timeout_s: float = 30.0,
+        handler_grace_s: float = 10.0,
+        producer_close_timeout_s: float = 30.0,
+    ) -> None:
+        self.bootstrap_servers = (
+            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        )
+        self.producer_options: dict[str, Any] = dict(producer_options or {})
+        self.consumer_options: dict[str, Any] = dict(consumer_options or {})
+        self.drain_timeout_s = drain_timeout_s
+        self.handler_grace_s = handler_grace_s
+        self.producer_close_timeout_s = producer_close_timeout_s
+        Producer(self.bootstrap_servers, **self.producer_options)  # validate the options now
+        self._specs: list[_ConsumerSpec] = []
+        self._state = "new"
+        self._producer: Producer | None = None
+        self._accepting = False
+        self._running: list[_RunningConsumer] = []
+
+    # -- declaring consumers -------------------------------------------------------------
+
+    def consumer(
+        self,
+        topics: Collection[str] = (),
+        *,
+        group_id: str | None = None,
+        pattern: str | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[ConsumerHandler], ConsumerHandler]:
+        """Decorate ``async def handler(consumer: Consumer) -> None`` to run it, for the
+        app's lifetime, with a started :class:`Consumer` of its own.
+
+        With ``topics`` or ``pattern`` the consumer has subscribed (``group_id`` needed)
+        before the handler starts; with neither, the handler assigns or subscribes itself.
+        The handler iterates the consumer (``stream()``, ``batches()``,
+        ``partitioned_stream()``, ``committing(...)``) until the iterators end on shutdown.
+        ``options`` are further :class:`Consumer` options. Returns the handler unchanged.
+
+        Raises:
+            ConfigError: topics or a pattern without a ``group_id``, both topics and a
+                pattern, a name already taken, or an invalid consumer option.
+            RuntimeError: the integration has already started.
+        """
+        topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
+        if (topic_list or pattern is not None) and group_id is None:
+            raise ConfigError("subscribing to topics or a pattern needs a group_id")
+        if topic_list and pattern is not None:
+            raise ConfigError("give topics or a pattern, not both")
+        merged = {**self.consumer_options, **options}
+        Consumer(self.bootstrap_servers, group_id=group_id, **merged)  # validate the options
+
+        def decorate(handler: ConsumerHandler) -> ConsumerHandler:
+            self._add(
+                _ConsumerSpec(
+                    name=name or str(getattr(handler, "__name__", "consumer")),
+                    topics=topic_list,
+                    pattern=pattern,
+                    group_id=group_id,
+                    options=merged,
+                    handler=handler,
+                )
+            )
+            return handler
+
+        return decorate
+
+    def record_consumer(
+        self,
+        topics: Collection[str],
+        *,
+        group_id: str,
+        commit_every: int = 1000,
+        commit_within_s: float = 5.0,
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[RecordHandler], RecordHandler]:
+        """Decorate ``async def handler(record: Record) -> None`` to call it for every
+        record of ``topics`` in the consumer group ``group_id``, one at a time.
+
+        Progress is committed in the background every ``commit_every`` records or
+        ``commit_within_s`` seconds (:meth:`Consumer.committing`): a record counts as
+        processed once its handler returned (at-least-once). A handler that raises stops
+        this consumer (see the module docs). Returns the handler unchanged.
+
+        Raises:
+            ConfigError: as for :meth:`consumer`, or non-positive commit settings.
+            RuntimeError: the integration has already started.
+        """
+        if commit_every <= 0 or commit_within_s <= 0:
+            raise ConfigError("commit_every and commit_within_s must be positive")
+
+        def decorate(handler: RecordHandler) -> RecordHandler:
+            async def run(consumer: Consumer) -> None:
+                records: AsyncIterable[Record] = consumer.committing(
+                    consumer.stream(), every=commit_every, within_s=commit_within_s
+                )
+                async for record in records:
+                    await handler(record)
+
+            label = name or str(getattr(handler, "__name__", "consumer"))
+            self.consumer(topics, group_id=group_id, name=label, **options)(run)
+            return handler
+
+        return decorate
+
+    def _add(self, spec: _ConsumerSpec) -> None:
+        if self._state not in ("new", "stopped"):
+            raise RuntimeError("consumers must be declared before the app starts")
+        if any(s.name == spec.name for s in self._specs):
+            raise ConfigError(f"a consumer named {spec.name!r} exists already; pass name=...")
+        self._specs.append(spec)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """``"new"``, ``"starting"``, ``"running"``, ``"stopping"`` or ``"stopped"``."""
+        return self._state
+
+    def lifespan(self, app: Any) -> AbstractAsyncContextManager[None]:
+        """The app's lifespan: ``FastAPI(lifespan=kafka.lifespan)``. See :meth:`run`."""
+        return self._lifespan(app)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Any) -> AsyncIterator[None]:
+        async with self.run(app):
+            yield
+
+    @contextlib.asynccontextmanager
+    async def run(self, app: Any = None) -> AsyncIterator[KafkaIntegration]:
+        """Start the producer and the consumers; on exit shut them down in order (see the
+        module docs). For composing with other lifespans::
+
+            @contextlib.asynccontextmanager
+            async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+                async with kafka.run(app), database.connect():
+                    yield
+
+        Yields the integration. ``app`` is not used (it is there for symmetry with a
+        lifespan). The integration can run again after it stopped.
+
+        Raises:
+            RuntimeError: it is running already.
+            KafkaTimeoutError: the cluster did not answer within the clients'
+                ``default_api_timeout_ms`` (whatever started is shut down first).
+            ConfigError: an invalid subscription.
+        """
+        if self._state not in ("new", "stopped"):
+            raise RuntimeError(f"the Kafka integration is {self._state} already")
+        await self._startup()
+        try:
+            yield self
+        finally:
+            await self._shutdown()
+
+    async def _startup(self) -> None:
+        self._state = "starting"
+        self._running = []
+        producer = Producer(self.bootstrap_servers, **self.producer_options)
+        self._producer = producer
+        try:
+            await producer.start()
+            self._accepting = True
+            for spec in self._specs:
+                consumer = Consumer(self.bootstrap_servers, group_id=spec.group_id, **spec.options)
+                running = _RunningConsumer(spec, consumer, self)
+                self._running.append(running)  # from now on the shutdown closes it
+                await consumer.start()
+                if spec.topics:
+                    consumer.subscribe(spec.topics)
+                elif spec.pattern is not None:
+                    consumer.subscribe(pattern=spec.pattern)
+                running.start()
+        except BaseException:
+            log.error("the Kafka integration failed to start; shutting down what started")
+            await self._shutdown()
+            raise
+        self._state = "running"
+        log.info(
+            "Kafka integration running: producer and %d consumer(s) on %s",
+            len(self._running),
+            self.bootstrap_servers,
+        )
+
+    async def _shutdown(self) -> None:
+        self._state = "stopping"
+        self._accepting = False
+        try:
+            await asyncio.gather(
+                *(r.stop(self.drain_timeout_s, self.handler_grace_s) for r in self._running)
+            )
+        finally:
+            producer = self._producer
+            try:
+                if producer is not None:
+                    await producer.close(timeout=self.producer_close_timeout_s)
+            finally:
+                self._state = "stopped"
+                log.info("Kafka integration stopped")
+
+    # -- dependencies --------------------------------------------------------------------
+
+    async def producer(self) -> Producer:
+        """The FastAPI dependency giving the running producer:
+        ``producer: Producer = Depends(kafka.producer)``.
+
+        Returns:
+            the shared :class:`Producer` (do not close it).
+
+        Raises:
+            HTTPException: 503 before startup completed and once shutdown began.
+        """
+        producer = self._producer
+        if not self._accepting or producer is None or producer.closed:
+            raise HTTPException(
+                status_code=503,
+                detail=f"the Kafka producer is not available (integration {self._state})",
+                headers={"Retry-After": "1"},
+            )
+        return producer
+
+    def get_producer(self) -> Producer:
+        """The running producer, outside of a request (e.g. in a consumer handler).
+
+        Raises:
+            RuntimeError: not started, or shutting down.
+        """
+        producer = self._producer
+        if not self._accepting or producer is None or producer.closed:
+            raise RuntimeError(f"the Kafka producer is not available (integration {self._state})")
+        return producer
+
+    def get_consumer(self, name: str) -> Consumer:
+        """The consumer of the handler ``name`` in the current (or last) run.
+
+        Raises:
+            KeyError: no consumer of that name has started.
+        """
+        for running in self._running:
+            if running.spec.name == name:
+                return running.consumer
+        raise KeyError(name)
+
+    # -- health --------------------------------------------------------------------------
+
+    def _consumer_statuses(self) -> tuple[ConsumerStatus, ...]:
+        now = time.time()
+        return tuple(r.status(now) for r in self._running)
+
+    def liveness(self) -> HealthReport:
+        """Liveness: fails (``ok`` False) when a consumer's handler crashed or returned, or
+        a consumer is fenced or failed, while the app runs. A restart would help then.
+
+        Returns:
+            a :class:`HealthReport`.
+        """
+        statuses = self._consumer_statuses()
+        reasons: list[str] = []
+        if self._state in ("starting", "running"):
+            reasons = [f"consumer {s.name!r}: {s.error}" for s in statuses if s.error is not None]
+        return HealthReport(not reasons, self._state, tuple(reasons), statuses)
+
+    def readiness(self) -> HealthReport:
+        """Readiness: as :meth:`liveness`, and fails too before startup completed, once
+        shutdown began, or when the producer is closed.
+
+        Returns:
+            a :class:`HealthReport`.
+        """
+        live = self.liveness()
+        reasons = list(live.reasons)
+        if self._state != "running":
+            reasons.insert(0, f"Kafka integration is {self._state}")
+        elif self._producer is None or self._producer.closed:
+            reasons.insert(0, "the producer is closed")
+        return HealthReport(not reasons, self._state, tuple(reasons), live.consumers)
+
+    def health_router(
+        self, prefix: str = "/health", tags: Collection[str] = ("health",)
+    ) -> APIRouter:
+        """An :class:`~fastapi.APIRouter` with ``GET {prefix}/live`` and
+        ``GET {prefix}/ready``: 200 with ``{"status": "ok", ...}`` when healthy, 503 with
+        ``{"status": "unavailable", "reasons": [...], ...}`` otherwise (see
+        :meth:`liveness`, :meth:`readiness`). Include it with ``app.include_router``.
+
+        Returns:
+            the router.
+        """
+        router = APIRouter(prefix=prefix, tags=list(tags))
+        responses: dict[int | str, dict[str, Any]] = {
+            503: {"description": "unhealthy; the body lists the reasons"}
+        }
+
+        @router.get("/live", responses=responses, summary="Liveness of the Kafka clients")
+        async def live() -> JSONResponse:
+            return _respond(self.liveness())
+
+        @router.get("/ready", responses=responses, summary="Readiness of the Kafka clients")
+        async def ready() -> JSONResponse:
+            return _respond(self.readiness())
+
+        return router
+
+
+def _respond(report: HealthReport) -> JSONResponse:
+    return JSONResponse(report.as_dict(), status_code=200 if report.ok else 503)

@@ -1,0 +1,191 @@
+"""Every example in ``examples/`` runs against the session broker, as a user would run it
+(a subprocess with ``--bootstrap-servers``), and does what it says.
+
+``spark_pipeline.py`` is tested elsewhere; ``demo.py`` runs with a small ``--records``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+from helpers import eventually
+from producer_oracle import read_all
+
+from aiostream_kafka import Admin, Producer
+from aiostream_kafka.serde import json_serializer
+from aiostream_kafka.testing import KafkaCluster
+
+NewTopic = Callable[..., Awaitable[str]]
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TIMEOUT_S = 180
+
+
+async def run_example(script: str, *args: str, timeout_s: float = TIMEOUT_S) -> str:
+    """Run ``examples/<script> args...``; return its stdout, asserting exit status 0."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLES / script), *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+    except TimeoutError:
+        process.kill()
+        out, err = await process.communicate()
+        raise AssertionError(
+            f"{script} did not finish in {timeout_s}s\n{out.decode()}\n{err.decode()}"
+        ) from None
+    stdout, stderr = out.decode(), err.decode()
+    assert process.returncode == 0, f"{script} exited {process.returncode}\n{stdout}\n{stderr}"
+    return stdout
+
+
+async def _committed_total(bootstrap: str, group: str) -> int:
+    async with Admin(bootstrap) as admin:
+        offsets = await admin.list_consumer_group_offsets(group)
+    return sum(meta.offset for meta in offsets.values())
+
+
+def test_every_example_is_covered() -> None:
+    tested = {
+        "quickstart_producer.py", "quickstart_consumer.py", "partitioned_processing.py",
+        "batched_commits.py", "fastapi_app.py", "demo.py",
+    }  # fmt: skip
+    # Helpers start with "_"; the Spark examples have their own tests.
+    examples = {p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith(("_", "spark"))}
+    assert examples == tested
+
+
+async def test_quickstart_producer(kafka_cluster: KafkaCluster, new_topic: NewTopic) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=3)
+    out = await run_example(
+        "quickstart_producer.py", "--bootstrap-servers", bootstrap, "--topic", topic,
+        "--count", "5", "--burst", "300",
+    )  # fmt: skip
+    assert len(re.findall(r"^sent n=\d+ to .+\[\d\] at offset \d+$", out, re.M)) == 5, out
+    assert f"produced 305 records to {topic}" in out
+    numbers = sorted(json.loads(r.value or b"")["n"] for r in await read_all(bootstrap, topic, 3))
+    assert numbers == list(range(305))
+
+
+async def test_quickstart_consumer(kafka_cluster: KafkaCluster, new_topic: NewTopic) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=3)
+    async with Producer(bootstrap, value_serializer=json_serializer()) as producer:
+        for n in range(20):
+            await producer.send(topic, {"n": n}, key=b"%d" % n)
+    group = f"quickstart-{uuid.uuid4().hex[:8]}"
+    out = await run_example(
+        "quickstart_consumer.py", "--bootstrap-servers", bootstrap, "--topic", topic,
+        "--group", group, "--count", "20",
+    )  # fmt: skip
+    received = re.findall(r"^received \{'n': (\d+)\}", out, re.M)
+    assert sorted(int(n) for n in received) == list(range(20)), out
+    assert f"consumed 20 records from {topic} as group {group}" in out
+    assert await _committed_total(bootstrap, group) == 20  # everything processed is committed
+
+
+async def test_partitioned_processing(kafka_cluster: KafkaCluster) -> None:
+    out = await run_example(
+        "partitioned_processing.py", "--bootstrap-servers", kafka_cluster.bootstrap_servers,
+        "--count", "300", "--partitions", "4", "--accounts", "12",
+    )  # fmt: skip
+    assert "wrote 300 events for 12 accounts" in out
+    assert re.search(r"processed 300 events over 4 partitions in .*out of order: 0$", out, re.M), (
+        out
+    )
+
+
+async def test_batched_commits(kafka_cluster: KafkaCluster) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    group = f"batched-{uuid.uuid4().hex[:8]}"
+    out = await run_example(
+        "batched_commits.py", "--bootstrap-servers", bootstrap, "--count", "2000",
+        "--group", group,
+    )  # fmt: skip
+    assert "wrote 2000 payments" in out
+    # 2000 payments, amounts n % 100: 20 rounds of 0..99.
+    assert re.search(r"^stored 2000 payments \(sum 99000\) in \d+ batches$", out, re.M), out
+    assert "(total 2000)" in out
+    assert await _committed_total(bootstrap, group) == 2000
+
+
+async def test_demo_with_few_records(kafka_cluster: KafkaCluster) -> None:
+    out = await run_example(
+        "demo.py", "--bootstrap-servers", kafka_cluster.bootstrap_servers,
+        "--records", "3000", "--partitions", "3",
+    )  # fmt: skip
+    assert "produced 3,000 records" in out and "consumed 3,000 records" in out
+    assert "duplicates: 0, out of order within a partition: 0, missing: 0" in out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+async def test_fastapi_app_serves_orders_and_stops_on_ctrl_c(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=3)
+    port = _free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLES / "fastapi_app.py"), "--bootstrap-servers", bootstrap,
+        "--topic", topic, "--port", str(port),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    output = asyncio.create_task(process.communicate())
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+
+            async def ready() -> int:
+                assert not output.done(), (await output)[0].decode()
+                try:
+                    return (await client.get("/health/ready")).status_code
+                except httpx.TransportError:
+                    return 0
+
+            await eventually(ready, lambda status: status == 200, 60)
+            accepted = []
+            for n in range(5):
+                order = {"id": f"order-{n}", "item": "book", "quantity": n + 1}
+                response = await client.post("/orders", json=order)
+                assert response.status_code == 202, response.text
+                accepted.append(response.json())
+            assert all(a["topic"] == topic and a["offset"] >= 0 for a in accepted)
+            bad = await client.post("/orders", json={"id": "x", "item": "y", "quantity": 0})
+            assert bad.status_code == 422
+            view = await eventually(
+                lambda: client.get("/orders/order-4"), lambda r: r.status_code == 200, 30
+            )
+            assert view.json() == {"id": "order-4", "item": "book", "quantity": 5}
+            assert (await client.get("/orders")).json() == {"count": 5}
+            assert (await client.get("/orders/nope")).status_code == 404
+        process.send_signal(signal.SIGINT)
+        out = (await asyncio.wait_for(output, 60))[0].decode()
+        assert process.returncode == 0, out
+        assert "server stopped" in out and "Kafka integration stopped" in out, out
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await output
+    records = await read_all(bootstrap, topic, 3)
+    assert sorted(json.loads(r.value or b"")["id"] for r in records) == [
+        f"order-{n}" for n in range(5)
+    ]
