@@ -241,9 +241,10 @@ class Admin:
         new topic has a leader in the metadata, so that producing right away works.
 
         Raises:
-            TopicAlreadyExistsError, InvalidReplicationFactorError, InvalidPartitionsError,
-            InvalidConfigError, ...: the broker's error for the first topic that
-            failed (the message names every topic that failed).
+            KafkaError: the broker's error for the first topic that failed, as its typed
+                subclass (``TopicAlreadyExistsError``, ``InvalidReplicationFactorError``,
+                ``InvalidPartitionsError``, ``InvalidConfigError``, ...); the message names
+                every topic that failed.
             KafkaTimeoutError: retriable errors persisted past the timeout.
         """
         if not new_topics:
@@ -734,8 +735,8 @@ class Admin:
         """Apply config changes (set, delete, append, subtract) to each resource.
 
         Raises:
-            InvalidConfigError, InvalidRequestError, ...: the broker's error for the
-            first resource that failed.
+            KafkaError: the broker's error for the first resource that failed, as its typed
+                subclass (``InvalidConfigError``, ``InvalidRequestError``, ...).
         """
         by_node = self._config_nodes(changes)
 

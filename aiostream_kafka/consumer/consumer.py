@@ -49,7 +49,8 @@ _NEEDS_GROUP = "needs a group_id: offsets and subscriptions belong to a consumer
 
 
 class Consumer:
-    """A Kafka consumer of explicitly assigned partitions.
+    """A Kafka consumer: of the partitions given to :meth:`assign`, or, with a
+    ``group_id``, of those its consumer group assigns to it (:meth:`subscribe`).
 
     Use as ``async with Consumer(bootstrap_servers=..., ...) as consumer``. Besides the
     arguments below, keyword options are those of
