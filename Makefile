@@ -56,7 +56,7 @@ dev-broker: $(STAMP)
 	$(VENV)/bin/aiostream-kafka dev-broker --brokers $(or $(BROKERS),1)
 
 bench: $(STAMP) broker-jars
-	$(PY) benchmarks/run.py
+	$(PY) -m benchmarks
 
 docs: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[docs]'

@@ -1,0 +1,254 @@
+"""aiokafka in each scenario (run inside a ``benchmarks.worker`` subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from benchmarks import settings
+from benchmarks.clients.common import (
+    LatencyRecorder,
+    PausePicker,
+    Unsupported,
+    closed_loop_value,
+    percentiles,
+    rate_schedule,
+    stamp,
+    unstamp,
+)
+
+NAME = "aiokafka"
+
+
+def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
+    base = {
+        "latency_rate": settings.RATE_PRODUCER,
+        "latency_closed": settings.LATENCY_PRODUCER,
+    }.get(spec["scenario"], settings.PRODUCER)
+    codec = spec.get("codec", "none")
+    return {
+        "acks": base["acks"],
+        "linger_ms": base["linger_ms"],
+        "max_batch_size": base["batch_size"],
+        "enable_idempotence": base["enable_idempotence"],
+        "max_request_size": base["max_request_size"],
+        "compression_type": None if codec == "none" else codec,
+    }
+
+
+def consumer_options(spec: dict[str, Any]) -> dict[str, Any]:
+    base = {
+        "latency_rate": settings.RATE_CONSUMER,
+        "latency_closed": settings.LATENCY_CONSUMER,
+    }.get(spec["scenario"], settings.CONSUMER)
+    return {
+        "group_id": None,
+        "enable_auto_commit": False,
+        "auto_offset_reset": "earliest",
+        **base,
+    }
+
+
+def describe(spec: dict[str, Any]) -> dict[str, Any]:
+    scenario = spec["scenario"]
+    out: dict[str, Any] = {}
+    if scenario in ("produce", "fastapi", "latency_rate", "latency_closed"):
+        out["producer"] = producer_options(spec)
+    if scenario in ("consume", "pause", "latency_rate", "latency_closed"):
+        out["consumer"] = consumer_options(spec) | {"(other settings)": "defaults"}
+    out["api"] = {
+        "produce": "await producer.send(...) per record (returns once buffered), then await "
+        "every future",
+        "consume": "consumer.assign(); getmany(timeout_ms=1000) / async for msg in consumer",
+        "latency_rate": "send() at the offered rate; getone() in the same loop",
+        "latency_closed": "await send_and_wait(); then await getone()",
+        "pause": "pause 9 of 10 partitions, resume 1, getone()",
+        "fastapi": "N tasks, each: await producer.send_and_wait(...) once",
+    }.get(scenario, "")
+    return out
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    handler = {
+        "produce": _produce,
+        "consume": _consume,
+        "latency_rate": _latency_rate,
+        "latency_closed": _latency_closed,
+        "pause": _pause,
+        "fastapi": _fastapi,
+    }.get(spec["scenario"])
+    if handler is None:
+        raise Unsupported(spec["scenario"])
+    return asyncio.run(handler(spec))
+
+
+async def _producer(spec: dict[str, Any]) -> Any:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=spec["bootstrap"], **producer_options(spec))
+    await producer.start()
+    return producer
+
+
+async def _consumer(spec: dict[str, Any]) -> Any:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=spec["bootstrap"], **consumer_options(spec))
+    await consumer.start()
+    return consumer
+
+
+async def _produce(spec: dict[str, Any]) -> dict[str, Any]:
+    topic, n, values = spec["topic"], spec["records"], settings.payloads(spec["size"])
+    k = len(values)
+    producer = await _producer(spec)
+    try:
+        warm = [await producer.send(topic, values[i % k]) for i in range(spec["warmup"])]
+        await asyncio.gather(*warm)
+        started = time.perf_counter()
+        futures = [await producer.send(topic, values[i % k]) for i in range(n)]
+        await asyncio.gather(*futures)
+        seconds = time.perf_counter() - started
+    finally:
+        await producer.stop()
+    return {"records": n, "seconds": seconds}
+
+
+async def _consume(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiokafka import TopicPartition
+
+    n = spec["records"]
+    consumer = await _consumer(spec)
+    try:
+        consumer.assign([TopicPartition(spec["topic"], p) for p in range(spec["partitions"])])
+        seen = 0
+        started = time.perf_counter()
+        if spec["mode"] == "batch":
+            while seen < n:
+                fetched = await consumer.getmany(timeout_ms=1000)
+                for records in fetched.values():
+                    seen += len(records)
+        else:
+            async for _msg in consumer:
+                seen += 1
+                if seen >= n:
+                    break
+        seconds = time.perf_counter() - started
+    finally:
+        await consumer.stop()
+    return {"records": seen, "seconds": seconds}
+
+
+async def _latency_rate(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiokafka import TopicPartition
+
+    schedule = rate_schedule(spec)
+    recorder = LatencyRecorder(schedule, spec["warmup"])
+    producer = await _producer(spec)
+    consumer = await _consumer(spec)
+    try:
+        tp = TopicPartition(spec["topic"], 0)
+        consumer.assign([tp])
+        await consumer.seek_to_end(tp)
+        await producer.send_and_wait(spec["topic"], b"x" * spec["size"])
+
+        async def consume() -> None:
+            while True:
+                msg = await consumer.getone()
+                if recorder.receive(unstamp(msg.value), time.perf_counter()):
+                    return
+
+        reader = asyncio.create_task(consume())
+        futures = []
+        for i, due in enumerate(schedule.times):
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            futures.append(await producer.send(spec["topic"], stamp(i, spec["size"])))
+        await asyncio.gather(*futures)
+        await asyncio.wait_for(reader, 30)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+    return recorder.result()
+
+
+async def _latency_closed(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiokafka import TopicPartition
+
+    latencies = []
+    producer = await _producer(spec)
+    consumer = await _consumer(spec)
+    try:
+        tp = TopicPartition(spec["topic"], 0)
+        consumer.assign([tp])
+        await consumer.seek_to_end(tp)
+        for i in range(spec["records"]):
+            value = closed_loop_value(i, spec["size"])
+            begin = time.perf_counter()
+            await producer.send_and_wait(spec["topic"], value)
+            msg = await consumer.getone()
+            latencies.append((time.perf_counter() - begin) * 1000)
+            assert msg.value == value
+    finally:
+        await producer.stop()
+        await consumer.stop()
+    return percentiles(latencies)
+
+
+async def _pause(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiokafka import TopicPartition
+
+    picker = PausePicker(spec)
+    partitions = [TopicPartition(spec["topic"], p) for p in range(spec["partitions"])]
+    delivered = records = 0
+    consumer = await _consumer(spec)
+    try:
+        consumer.assign(partitions)
+        started = time.perf_counter()
+        deadline = started + spec["seconds"]
+        while (now := time.perf_counter()) < deadline:
+            index = picker.pick()
+            if index is None:
+                break
+            active = partitions[index]
+            consumer.pause(*[tp for tp in partitions if tp != active])
+            consumer.resume(active)
+            try:
+                msg = await asyncio.wait_for(
+                    consumer.getone(), min(spec["take_timeout"], deadline - now)
+                )
+            except TimeoutError:
+                picker.stalls += 1
+                continue
+            picker.took(msg.partition)
+            records += 1
+            delivered += len(msg.value)
+        seconds = time.perf_counter() - started
+    finally:
+        await consumer.stop()
+    return picker.result(records, seconds, delivered)
+
+
+async def _fastapi(spec: dict[str, Any]) -> dict[str, Any]:
+    topic, values = spec["topic"], settings.payloads(spec["size"])
+    latencies: list[float] = []
+    producer = await _producer(spec)
+    try:
+
+        async def request(i: int) -> None:
+            begin = time.perf_counter()
+            await producer.send_and_wait(topic, values[i % len(values)])
+            latencies.append((time.perf_counter() - begin) * 1000)
+
+        await producer.send_and_wait(topic, values[0])
+        started = time.perf_counter()
+        for _ in range(spec["bursts"]):
+            async with asyncio.TaskGroup() as tg:
+                for i in range(spec["tasks"]):
+                    tg.create_task(request(i))
+        seconds = time.perf_counter() - started
+    finally:
+        await producer.stop()
+    return {"records": len(latencies), "seconds": seconds, **percentiles(latencies, "send_")}

@@ -1,0 +1,352 @@
+"""confluent-kafka (librdkafka) in each scenario (inside a ``benchmarks.worker`` subprocess).
+
+Its classic API is synchronous with librdkafka's own C threads doing the I/O; the
+scenarios use it the way its documentation does (``produce()`` + ``poll()``, ``flush()``,
+``consume()``/``poll()``), and its asyncio ``AIOProducer`` for the FastAPI pattern.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from typing import Any
+
+from benchmarks import settings
+from benchmarks.clients.common import (
+    LatencyRecorder,
+    PausePicker,
+    Unsupported,
+    closed_loop_value,
+    percentiles,
+    rate_schedule,
+    stamp,
+    unstamp,
+)
+
+NAME = "confluent-kafka"
+
+
+def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
+    base = {
+        "latency_rate": settings.RATE_PRODUCER,
+        "latency_closed": settings.LATENCY_PRODUCER,
+    }.get(spec["scenario"], settings.PRODUCER)
+    return {
+        "bootstrap.servers": spec["bootstrap"],
+        "acks": base["acks"],
+        "linger.ms": base["linger_ms"],
+        "batch.size": base["batch_size"],
+        "enable.idempotence": base["enable_idempotence"],
+        "message.max.bytes": base["max_request_size"],
+        "compression.type": spec.get("codec", "none"),
+    }
+
+
+def consumer_config(spec: dict[str, Any]) -> dict[str, Any]:
+    base = {
+        "latency_rate": settings.RATE_CONSUMER,
+        "latency_closed": settings.LATENCY_CONSUMER,
+    }.get(spec["scenario"], settings.CONSUMER)
+    return {
+        "bootstrap.servers": spec["bootstrap"],
+        # librdkafka requires a group.id; the partitions are assigned, the group never joined
+        "group.id": f"bench-{uuid.uuid4().hex[:12]}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.min.bytes": base["fetch_min_bytes"],
+        "fetch.wait.max.ms": base["fetch_max_wait_ms"],
+        "fetch.max.bytes": base["fetch_max_bytes"],
+        "max.partition.fetch.bytes": base["max_partition_fetch_bytes"],
+    }
+
+
+def describe(spec: dict[str, Any]) -> dict[str, Any]:
+    scenario = spec["scenario"]
+    out: dict[str, Any] = {}
+    hide = {"bootstrap.servers"}
+    if scenario in ("produce", "fastapi", "latency_rate", "latency_closed"):
+        out["producer"] = {k: v for k, v in producer_config(spec).items() if k not in hide}
+    if scenario in ("consume", "pause", "latency_rate", "latency_closed"):
+        config = consumer_config(spec)
+        config["group.id"] = "bench-<random> (required; never joined)"
+        out["consumer"] = {k: v for k, v in config.items() if k not in hide}
+        out["consumer"]["(other settings)"] = "defaults"
+    out["api"] = {
+        "produce": "produce() + poll(0) per record (retry on BufferError), then flush()",
+        "consume": "assign(); consume(num_messages=10000, timeout=1) / poll(1)",
+        "latency_rate": "produce() at the offered rate from one thread, poll() in another",
+        "latency_closed": "produce() + flush(); then poll() until the record arrives",
+        "pause": "pause 9 of 10 partitions, resume 1, poll()",
+        "fastapi": "classic Producer bridged to asyncio: produce(on_delivery=...) resolving an "
+        "asyncio future via call_soon_threadsafe, a thread looping poll(0.05); N tasks, each "
+        "awaits one such send",
+    }.get(scenario, "")
+    return out
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    handler = {
+        "produce": _produce,
+        "fill": _fill,
+        "consume": _consume,
+        "latency_rate": _latency_rate,
+        "latency_closed": _latency_closed,
+        "pause": _pause,
+        "fastapi": lambda s: asyncio.run(_fastapi(s)),
+    }.get(spec["scenario"])
+    if handler is None:
+        raise Unsupported(spec["scenario"])
+    result: dict[str, Any] = handler(spec)
+    return result
+
+
+def _produce_all(producer: Any, topic: str, values: list[bytes], n: int, **kw: Any) -> None:
+    k = len(values)
+    partitions = kw.pop("partitions", None)
+    for i in range(n):
+        extra = {"partition": i % partitions} if partitions else {}
+        while True:
+            try:
+                producer.produce(topic, values[i % k], **extra, **kw)
+                break
+            except BufferError:  # its queue is full: serve callbacks and retry
+                producer.poll(0.005)
+        producer.poll(0)
+
+
+def _produce(spec: dict[str, Any]) -> dict[str, Any]:
+    import confluent_kafka
+
+    topic, n, values = spec["topic"], spec["records"], settings.payloads(spec["size"])
+    producer = confluent_kafka.Producer(producer_config(spec))
+    errors: list[Any] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    _produce_all(producer, topic, values, spec["warmup"], on_delivery=on_delivery)
+    producer.flush(60)
+    started = time.perf_counter()
+    _produce_all(producer, topic, values, n, on_delivery=on_delivery)
+    left = producer.flush(120)
+    seconds = time.perf_counter() - started
+    if left or errors:
+        raise RuntimeError(f"confluent-kafka: {left} not delivered, errors {errors[:3]}")
+    return {"records": n, "seconds": seconds}
+
+
+def _fill(spec: dict[str, Any]) -> dict[str, Any]:
+    """Write the data the consume scenarios read (round-robin over the partitions)."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer(producer_config(spec))
+    values = settings.payloads(spec["size"])
+    started = time.perf_counter()
+    _produce_all(producer, spec["topic"], values, spec["records"], partitions=spec["partitions"])
+    if producer.flush(300):
+        raise RuntimeError("fill: not every record was delivered")
+    return {"records": spec["records"], "seconds": time.perf_counter() - started}
+
+
+def _consumer(spec: dict[str, Any], topic: str, partitions: int, offset: int) -> Any:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(consumer_config(spec))
+    consumer.assign([confluent_kafka.TopicPartition(topic, p, offset) for p in range(partitions)])
+    return consumer
+
+
+def _consume(spec: dict[str, Any]) -> dict[str, Any]:
+    import confluent_kafka
+
+    n = spec["records"]
+    consumer = _consumer(spec, spec["topic"], spec["partitions"], confluent_kafka.OFFSET_BEGINNING)
+    try:
+        seen = 0
+        started = time.perf_counter()
+        if spec["mode"] == "batch":
+            while seen < n:
+                for msg in consumer.consume(num_messages=min(10_000, n - seen), timeout=1.0):
+                    if msg.error() is None:
+                        seen += 1
+        else:
+            while seen < n:
+                msg = consumer.poll(1.0)
+                if msg is not None and msg.error() is None:
+                    seen += 1
+        seconds = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return {"records": seen, "seconds": seconds}
+
+
+def _latency_rate(spec: dict[str, Any]) -> dict[str, Any]:
+    import confluent_kafka
+
+    schedule = rate_schedule(spec)
+    recorder = LatencyRecorder(schedule, spec["warmup"])
+    consumer = _consumer(spec, spec["topic"], 1, confluent_kafka.OFFSET_END)
+    producer = confluent_kafka.Producer(producer_config(spec))
+    done = threading.Event()
+    try:
+        _sync_position(producer, consumer, spec)
+
+        def consume() -> None:
+            deadline = time.monotonic() + len(schedule.times) / spec["rate"] + 60
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.1)
+                if msg is None or msg.error() is not None:
+                    continue
+                if recorder.receive(unstamp(msg.value()), time.perf_counter()):
+                    break
+            done.set()
+
+        reader = threading.Thread(target=consume, daemon=True)
+        reader.start()
+        schedule = recorder.schedule = rate_schedule(spec)  # from now
+        for i, due in enumerate(schedule.times):
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            producer.produce(spec["topic"], stamp(i, spec["size"]))
+            producer.poll(0)
+        producer.flush(30)
+        done.wait(60)
+        reader.join(5)
+    finally:
+        consumer.close()
+    return recorder.result()
+
+
+def _sync_position(producer: Any, consumer: Any, spec: dict[str, Any]) -> None:
+    """Send warm-up records until the consumer sees one: its "end" offset is resolved
+    (like Java's seekToEnd() + position() before timing starts). Not measured."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        producer.produce(spec["topic"], b"x" * spec["size"])
+        producer.flush(30)
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            while consumer.poll(0.2) is not None:  # and nothing else is pending
+                pass
+            return
+    raise RuntimeError("confluent-kafka: the consumer never saw a warm-up record")
+
+
+def _latency_closed(spec: dict[str, Any]) -> dict[str, Any]:
+    import confluent_kafka
+
+    consumer = _consumer(spec, spec["topic"], 1, confluent_kafka.OFFSET_END)
+    producer = confluent_kafka.Producer(producer_config(spec))
+    latencies = []
+    try:
+        _sync_position(producer, consumer, spec)
+        for i in range(spec["records"]):
+            value = closed_loop_value(i, spec["size"])
+            begin = time.perf_counter()
+            producer.produce(spec["topic"], value)
+            producer.flush(30)  # like Java's send().get(): until acknowledged
+            while True:
+                msg = consumer.poll(30)
+                if msg is not None and msg.error() is None:
+                    break
+            latencies.append((time.perf_counter() - begin) * 1000)
+            assert msg.value() == value
+    finally:
+        consumer.close()
+    return percentiles(latencies)
+
+
+def _pause(spec: dict[str, Any]) -> dict[str, Any]:
+    import confluent_kafka
+
+    picker = PausePicker(spec)
+    topic = spec["topic"]
+    partitions = [confluent_kafka.TopicPartition(topic, p) for p in range(spec["partitions"])]
+    delivered = records = 0
+    consumer = _consumer(spec, topic, spec["partitions"], confluent_kafka.OFFSET_BEGINNING)
+    try:
+        started = time.perf_counter()
+        deadline = started + spec["seconds"]
+        while (now := time.perf_counter()) < deadline:
+            index = picker.pick()
+            if index is None:
+                break
+            consumer.pause([tp for tp in partitions if tp.partition != index])
+            consumer.resume([partitions[index]])
+            msg = consumer.poll(min(spec["take_timeout"], deadline - now))
+            if msg is None:
+                picker.stalls += 1
+                continue
+            if msg.error() is not None:
+                raise RuntimeError(f"confluent-kafka poll: {msg.error()}")
+            picker.took(msg.partition())
+            records += 1
+            delivered += len(msg.value())
+        seconds = time.perf_counter() - started
+    finally:
+        consumer.close()
+    return picker.result(records, seconds, delivered)
+
+
+async def _fastapi(spec: dict[str, Any]) -> dict[str, Any]:
+    """The classic producer bridged to asyncio: ``produce()`` with a delivery callback that
+    resolves an asyncio future through ``call_soon_threadsafe``, a thread calling
+    ``poll()`` (the pattern of confluent-kafka's asyncio example). Its own
+    ``confluent_kafka.aio.AIOProducer`` only serves delivery reports when it next hands a
+    buffer to librdkafka (1,000 messages or 1 s), so an awaited send waits up to 1 s."""
+    import confluent_kafka
+
+    topic, values = spec["topic"], settings.payloads(spec["size"])
+    latencies: list[float] = []
+    loop = asyncio.get_running_loop()
+    producer = confluent_kafka.Producer(producer_config(spec))
+    stop = threading.Event()
+
+    def poller() -> None:
+        while not stop.is_set():
+            producer.poll(0.05)
+
+    thread = threading.Thread(target=poller, daemon=True)
+    thread.start()
+
+    def settle(future: asyncio.Future[Any], err: Any, msg: Any) -> None:
+        if future.done():
+            return
+        if err is not None:
+            future.set_exception(RuntimeError(str(err)))
+        else:
+            future.set_result(msg)
+
+    async def send(value: bytes) -> Any:
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            loop.call_soon_threadsafe(settle, future, err, msg)
+
+        producer.produce(topic, value, on_delivery=on_delivery)
+        return await future
+
+    try:
+
+        async def request(i: int) -> None:
+            begin = time.perf_counter()
+            await send(values[i % len(values)])
+            latencies.append((time.perf_counter() - begin) * 1000)
+
+        await request(0)
+        latencies.clear()
+        started = time.perf_counter()
+        for _ in range(spec["bursts"]):
+            async with asyncio.TaskGroup() as tg:
+                for i in range(spec["tasks"]):
+                    tg.create_task(request(i))
+        seconds = time.perf_counter() - started
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join)
+        producer.flush(30)
+    return {"records": len(latencies), "seconds": seconds, **percentiles(latencies, "send_")}

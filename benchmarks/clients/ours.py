@@ -1,0 +1,228 @@
+"""aiostream_kafka in each scenario (run inside a ``benchmarks.worker`` subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from benchmarks import settings
+from benchmarks.clients.common import (
+    LatencyRecorder,
+    PausePicker,
+    Unsupported,
+    closed_loop_value,
+    percentiles,
+    rate_schedule,
+    stamp,
+    unstamp,
+)
+
+NAME = "aiostream_kafka"
+
+
+def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
+    base = {
+        "produce": settings.PRODUCER,
+        "fastapi": settings.PRODUCER,
+        "fill": settings.PRODUCER,
+        "latency_rate": settings.RATE_PRODUCER,
+        "latency_closed": settings.LATENCY_PRODUCER,
+    }[spec["scenario"]]
+    options: dict[str, Any] = {
+        "acks": base["acks"],
+        "linger_ms": base["linger_ms"],
+        "batch_size": base["batch_size"],
+        "enable_idempotence": base["enable_idempotence"],
+        "max_request_size": base["max_request_size"],
+    }
+    codec = spec.get("codec", "none")
+    options["compression_type"] = None if codec == "none" else codec
+    return options
+
+
+def consumer_options(spec: dict[str, Any]) -> dict[str, Any]:
+    base = {
+        "latency_rate": settings.RATE_CONSUMER,
+        "latency_closed": settings.LATENCY_CONSUMER,
+    }.get(spec["scenario"], settings.CONSUMER)
+    return {"group_id": None, **base}
+
+
+def describe(spec: dict[str, Any]) -> dict[str, Any]:
+    scenario = spec["scenario"]
+    out: dict[str, Any] = {}
+    if scenario in ("produce", "fastapi", "latency_rate", "latency_closed"):
+        out["producer"] = producer_options(spec)
+    if scenario in ("consume", "pause", "latency_rate", "latency_closed"):
+        out["consumer"] = consumer_options(spec) | {"(other settings)": "defaults"}
+    out["api"] = {
+        "produce": "await producer.enqueue(...) per record (pipelined), then await every future",
+        "consume": "consumer.assign(); async for batch in consumer.batches() / "
+        "async for record in consumer.stream()",
+        "latency_rate": "enqueue() at the offered rate; consumer.stream() in the same loop",
+        "latency_closed": "await producer.send(); then await the next record from stream()",
+        "pause": "pause 9 of 10 partitions, resume 1, take one record from stream()",
+        "fastapi": "N tasks, each: await producer.send(...) once",
+    }.get(scenario, "")
+    return out
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    handler = {
+        "produce": _produce,
+        "fill": _produce,
+        "consume": _consume,
+        "latency_rate": _latency_rate,
+        "latency_closed": _latency_closed,
+        "pause": _pause,
+        "fastapi": _fastapi,
+    }.get(spec["scenario"])
+    if handler is None:
+        raise Unsupported(spec["scenario"])
+    return asyncio.run(handler(spec))
+
+
+async def _produce(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiostream_kafka import Producer
+
+    topic, n, values = spec["topic"], spec["records"], settings.payloads(spec["size"])
+    k = len(values)
+    async with Producer(spec["bootstrap"], **producer_options(spec)) as producer:
+        warm = [await producer.enqueue(topic, values[i % k]) for i in range(spec["warmup"])]
+        await asyncio.gather(*warm)
+        started = time.perf_counter()
+        futures = [await producer.enqueue(topic, values[i % k]) for i in range(n)]
+        await asyncio.gather(*futures)
+        seconds = time.perf_counter() - started
+    return {"records": n, "seconds": seconds}
+
+
+async def _consume(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiostream_kafka import Consumer, TopicPartition
+
+    n = spec["records"]
+    async with Consumer(spec["bootstrap"], **consumer_options(spec)) as consumer:
+        consumer.assign([TopicPartition(spec["topic"], p) for p in range(spec["partitions"])])
+        seen = 0
+        started = time.perf_counter()
+        if spec["mode"] == "batch":
+            async for batch in consumer.batches():
+                seen += len(batch)
+                if seen >= n:
+                    break
+        else:
+            async for _record in consumer.stream():
+                seen += 1
+                if seen >= n:
+                    break
+        seconds = time.perf_counter() - started
+    return {"records": seen, "seconds": seconds}
+
+
+async def _latency_rate(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiostream_kafka import Consumer, Producer, TopicPartition
+
+    schedule = rate_schedule(spec)
+    recorder = LatencyRecorder(schedule, spec["warmup"])
+    size = spec["size"]
+    async with (
+        Producer(spec["bootstrap"], **producer_options(spec)) as producer,
+        Consumer(spec["bootstrap"], **consumer_options(spec)) as consumer,
+    ):
+        tp = TopicPartition(spec["topic"], 0)
+        consumer.assign([tp])
+        await consumer.seek_to_end(tp)
+        await producer.send(spec["topic"], b"x" * size)  # connections and metadata up
+
+        async def consume() -> None:
+            async for record in consumer.stream():
+                if recorder.receive(unstamp(record.value), time.perf_counter()):
+                    return
+
+        reader = asyncio.create_task(consume())
+        futures = []
+        for i, due in enumerate(schedule.times):
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            futures.append(await producer.enqueue(spec["topic"], stamp(i, size)))
+        await asyncio.gather(*futures)
+        await asyncio.wait_for(reader, 30)
+    return recorder.result()
+
+
+async def _latency_closed(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiostream_kafka import Consumer, Producer, TopicPartition
+
+    latencies = []
+    async with (
+        Producer(spec["bootstrap"], **producer_options(spec)) as producer,
+        Consumer(spec["bootstrap"], **consumer_options(spec)) as consumer,
+    ):
+        tp = TopicPartition(spec["topic"], 0)
+        consumer.assign([tp])
+        await consumer.seek_to_end(tp)
+        stream = consumer.stream()
+        for i in range(spec["records"]):
+            value = closed_loop_value(i, spec["size"])
+            begin = time.perf_counter()
+            await producer.send(spec["topic"], value)
+            record = await anext(stream)
+            latencies.append((time.perf_counter() - begin) * 1000)
+            assert record.value == value
+    return percentiles(latencies)
+
+
+async def _pause(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiostream_kafka import Consumer, TopicPartition
+
+    picker = PausePicker(spec)
+    partitions = [TopicPartition(spec["topic"], p) for p in range(spec["partitions"])]
+    delivered = records = 0
+    async with Consumer(spec["bootstrap"], **consumer_options(spec)) as consumer:
+        consumer.assign(partitions)
+        stream = consumer.stream()
+        started = time.perf_counter()
+        deadline = started + spec["seconds"]
+        while (now := time.perf_counter()) < deadline:
+            index = picker.pick()
+            if index is None:
+                break
+            active = partitions[index]
+            consumer.pause(*[tp for tp in partitions if tp != active])
+            consumer.resume(active)
+            try:
+                async with asyncio.timeout(min(spec["take_timeout"], deadline - now)):
+                    record = await anext(stream)
+            except TimeoutError:
+                picker.stalls += 1
+                continue
+            picker.took(record.partition)
+            records += 1
+            delivered += len(record.value)
+        seconds = time.perf_counter() - started
+    return picker.result(records, seconds, delivered)
+
+
+async def _fastapi(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiostream_kafka import Producer
+
+    topic, values = spec["topic"], settings.payloads(spec["size"])
+    latencies: list[float] = []
+
+    async with Producer(spec["bootstrap"], **producer_options(spec)) as producer:
+
+        async def request(i: int) -> None:
+            begin = time.perf_counter()
+            await producer.send(topic, values[i % len(values)])
+            latencies.append((time.perf_counter() - begin) * 1000)
+
+        await producer.send(topic, values[0])  # warm up
+        started = time.perf_counter()
+        for _ in range(spec["bursts"]):
+            async with asyncio.TaskGroup() as tg:
+                for i in range(spec["tasks"]):
+                    tg.create_task(request(i))
+        seconds = time.perf_counter() - started
+    return {"records": len(latencies), "seconds": seconds, **percentiles(latencies, "send_")}

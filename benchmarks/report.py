@@ -1,0 +1,504 @@
+"""Results: the JSON document, the Markdown report (ratios ours / each peer) and the PNG
+plots; ``publish`` copies the Markdown and plots into the docs."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks import settings
+from benchmarks.runner import ROOT, Context
+from benchmarks.scenarios import family
+
+CLIENT_LABELS = {
+    "ours": "aiostream_kafka",
+    "aiokafka": "aiokafka",
+    "confluent": "confluent-kafka",
+    "java": "Java",
+}
+COLORS = {"ours": "#d62728", "aiokafka": "#1f77b4", "confluent": "#2ca02c", "java": "#ff7f0e"}
+
+
+# -- machine --------------------------------------------------------------------------------
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def _mem_total_gb() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return out.stdout.strip() or "?"
+    except OSError:
+        return "?"
+
+
+def machine_info() -> dict[str, Any]:
+    import aiokafka
+    import confluent_kafka
+
+    import aiostream_kafka
+
+    info: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "memory_gb": _mem_total_gb(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "aiostream_kafka": aiostream_kafka.__version__,
+        "git_commit": _git_commit(),
+        "aiokafka": aiokafka.__version__,
+        "confluent_kafka": confluent_kafka.version()[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+        "load_average_start": load_average(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+    try:
+        from benchmarks.clients.java import versions
+
+        info.update(versions())
+    except Exception as exc:
+        info["java"] = f"unavailable: {exc}"
+    return info
+
+
+# -- JSON -----------------------------------------------------------------------------------
+
+
+def build_json(
+    ctx: Context,
+    families: list[str],
+    machine: dict[str, Any],
+    standalone: dict[str, Any],
+    wall: float,
+) -> dict[str, Any]:
+    rss = {
+        fam: {c: statistics.median(v) for c, v in clients.items() if v}
+        for fam, clients in ctx.rss.items()
+    }
+    return {
+        "machine": machine,
+        "profile": ctx.profile.to_json(),
+        "clients": ctx.clients,
+        "families": families,
+        "settings": {
+            "producer": settings.PRODUCER,
+            "consumer": settings.CONSUMER,
+            "latency_rate": {
+                "producer": settings.RATE_PRODUCER,
+                "consumer": settings.RATE_CONSUMER,
+            },
+            "latency_closed": {
+                "producer": settings.LATENCY_PRODUCER,
+                "consumer": settings.LATENCY_CONSUMER,
+            },
+            "topic_config": settings.TOPIC_CONFIG,
+            "java_heap": settings.JAVA_HEAP,
+        },
+        "about": {name: family(name).about(ctx.profile) for name in families},
+        "titles": {name: family(name).TITLE for name in families},
+        "cases": [c.to_json() for c in ctx.cases],
+        "peak_rss_mb": {"median": rss, "samples": ctx.rss},
+        "standalone": standalone,
+        "wall_seconds": wall,
+    }
+
+
+# -- numbers --------------------------------------------------------------------------------
+
+
+def _fmt(fmt: str, value: float) -> str:
+    return fmt.format(value)
+
+
+def cell(summary: dict[str, Any] | None, fmt: str) -> str:
+    if not summary:
+        return "n/a"
+    text = _fmt(fmt, summary["median"])
+    if summary["n"] > 1:
+        text += f" ({_fmt(fmt, summary['min'])}-{_fmt(fmt, summary['max'])})"
+    return text
+
+
+def ratio(ours: dict[str, Any] | None, peer: dict[str, Any] | None) -> tuple[float, str] | None:
+    """(ours median / peer median, a noise note)."""
+    if not ours or not peer or not peer["median"]:
+        return None
+    value = ours["median"] / peer["median"]
+    if ours["n"] < 2 or peer["n"] < 2:
+        note = "1 round"
+    elif ours["min"] <= peer["max"] and peer["min"] <= ours["max"]:
+        note = "within noise"
+    else:
+        note = ""
+    return value, note
+
+
+def ratio_cell(r: tuple[float, str] | None) -> str:
+    if r is None:
+        return "n/a"
+    value, note = r
+    text = f"{value:.2f}x" if 0.1 <= value < 100 else f"{value:.3g}x"
+    return text + (" (within noise)" if note == "within noise" else "")
+
+
+def _peers(data: dict[str, Any]) -> list[str]:
+    return [c for c in settings.PEERS if c in data["clients"]]
+
+
+def _metric_label(metric: dict[str, Any]) -> str:
+    return f"{metric['label']} {'↑' if metric['higher_is_better'] else '↓'}"
+
+
+# -- Markdown -------------------------------------------------------------------------------
+
+
+def _table(rows: list[list[str]], align: list[str]) -> list[str]:
+    out = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join(align) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return out
+
+
+def _case_rows(data: dict[str, Any], cases: list[dict[str, Any]], with_values: bool) -> list[str]:
+    clients = data["clients"]
+    peers = _peers(data)
+    head = ["case", "metric"]
+    if with_values:
+        head += [CLIENT_LABELS[c] for c in clients]
+    head += [f"ours / {CLIENT_LABELS[p]}" for p in peers]
+    rows = [head]
+    for case in cases:
+        for metric in case["metrics"]:
+            if metric["key"] == "mb_per_s" and not with_values:
+                continue
+            summ = {c: case["summary"].get(c, {}).get(metric["key"]) for c in clients}
+            row = [case["case"], _metric_label(metric)]
+            if with_values:
+                row += [cell(summ[c], metric["fmt"]) for c in clients]
+            row += [ratio_cell(ratio(summ["ours"], summ[p])) for p in peers]
+            rows.append(row)
+    align = ["---", "---"] + ["---:"] * (len(head) - 2)
+    return _table(rows, align)
+
+
+def summary_table(data: dict[str, Any]) -> str:
+    lines = []
+    for fam in data["families"]:
+        cases = [c for c in data["cases"] if c["family"] == fam]
+        if not cases:
+            continue
+        lines += [f"{data['titles'][fam]}:", *_case_rows(data, cases, True), ""]
+    lines += _rss_rows(data)
+    return "\n".join(lines)
+
+
+def _rss_rows(data: dict[str, Any]) -> list[str]:
+    med = data["peak_rss_mb"]["median"]
+    if not med:
+        return []
+    clients = data["clients"]
+    peers = _peers(data)
+    head = ["scenario", *[CLIENT_LABELS[c] for c in clients]]
+    head += [f"ours / {CLIENT_LABELS[p]}" for p in peers]
+    rows = [head]
+    for fam, per_client in med.items():
+        row = [data["titles"].get(fam, fam).split(":")[0]]
+        row += [f"{per_client[c]:,.0f}" if c in per_client else "n/a" for c in clients]
+        for p in peers:
+            if "ours" in per_client and p in per_client:
+                row.append(f"{per_client['ours'] / per_client[p]:.2f}x")
+            else:
+                row.append("n/a")
+        rows.append(row)
+    return [
+        "Peak RSS, MB (median over runs) ↓:",
+        *_table(rows, ["---"] + ["---:"] * (len(head) - 1)),
+    ]
+
+
+def markdown(data: dict[str, Any], image_prefix: str) -> str:
+    m = data["machine"]
+    prof = data["profile"]
+    peers = _peers(data)
+    rounds = prof["rounds"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "aiostream_kafka beside aiokafka, confluent-kafka (librdkafka) and the Java client "
+        "(the perf tools of Kafka's `kafka-tools` jar), on the same broker, the same topic "
+        "settings, the same record sizes and counts and the same client settings; every run "
+        "in a fresh process, the clients alternating, round after round. Figures are "
+        "medians, with the spread (min-max over the rounds) in brackets. Ratios are "
+        "**ours / peer**: above 1 is better for ↑ metrics (throughput), below 1 is better "
+        "for ↓ metrics (latency, fetches, bytes, memory). A ratio marked *within noise* "
+        "has overlapping spreads: the machine's noise does not resolve the difference.",
+        "",
+        "Reproduce with `make bench` (or `python -m benchmarks`; `--quick` for a short "
+        "run); see `benchmarks/README.md`.",
+        "",
+        "## This run",
+        "",
+        f"* profile **{prof['name']}**: {rounds} measured round(s) after "
+        f"{prof['warmup_rounds']} warm-up round(s); wall time {data['wall_seconds']:.0f} s",
+        f"* machine: {m.get('cores')} cores ({m.get('cpu')}), {m.get('memory_gb')} GB, "
+        f"{m.get('platform')}; load average {m.get('load_average_start')} at the start, "
+        f"{m.get('load_average_end')} at the end",
+        f"* broker: {m.get('broker')}, on the same machine",
+        f"* Python {m.get('python')}; {m.get('java')}",
+        f"* aiostream_kafka {m.get('aiostream_kafka')} ({m.get('git_commit')}), aiokafka "
+        f"{m.get('aiokafka')}, confluent-kafka {m.get('confluent_kafka')} (librdkafka "
+        f"{m.get('librdkafka')}), Java kafka-clients {m.get('kafka_tools', '?')}",
+        f"* date: {m.get('date')}",
+    ]
+    if rounds < 2:
+        lines += [
+            "",
+            "> **One measured round**: the spread is unknown, so no ratio here can be told "
+            "apart from noise; on this shared 2-core machine treat anything within about "
+            "±20 % as unresolved. The full run (`make bench`) measures 5 rounds.",
+        ]
+    lines += ["", "## Summary", ""]
+    lines += _case_rows(data, data["cases"], with_values=False)
+    for fam in data["families"]:
+        lines += ["", f"## {data['titles'][fam]}", "", data["about"][fam], ""]
+        cases = [c for c in data["cases"] if c["family"] == fam]
+        if cases:
+            if data.get("plots", {}).get(fam):
+                lines += [f"![{data['titles'][fam]}]({image_prefix}{fam}.png)", ""]
+            lines += _case_rows(data, cases, with_values=True)
+            notes = _notes(cases)
+            if notes:
+                lines += ["", *notes]
+        standalone = data["standalone"].get(fam)
+        if standalone:
+            for name, part in standalone.items():
+                lines += ["", f"`{name}.py` output:", "", "```text", part["output"].rstrip(), "```"]
+    rss = _rss_rows(data)
+    if rss:
+        lines += [
+            "",
+            "## Peak memory",
+            "",
+            "Peak resident set size of the process that ran each client (`ru_maxrss`): the "
+            "Python interpreter with the client loaded, or the JVM of the Java tool "
+            f"(`{settings.JAVA_HEAP}`, as Kafka's scripts give the tools), median over the "
+            "scenario's runs.",
+            "",
+        ]
+        if data.get("plots", {}).get("rss"):
+            lines += [f"![Peak RSS]({image_prefix}rss.png)", ""]
+        lines += rss[1:]
+    lines += ["", "## Client settings", "", _settings_text(data, peers)]
+    return "\n".join(lines) + "\n"
+
+
+def _notes(cases: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    for case in cases:
+        for client, reason in case["unsupported"].items():
+            notes.append(f"* {case['case']}, {CLIENT_LABELS[client]}: n/a ({reason})")
+        for client, errors in case["errors"].items():
+            notes.append(f"* {case['case']}, {CLIENT_LABELS[client]}: **error**: {errors[0][:200]}")
+        for client, runs in case["runs"].items():
+            if any(r.get("drained") for r in runs):
+                notes.append(
+                    f"* {case['case']}, {CLIENT_LABELS[client]}: read every record before the "
+                    "time was up (its rate counts the time until then)"
+                )
+            stalls = sum(r.get("stalls", 0) for r in runs)
+            if stalls:
+                notes.append(
+                    f"* {case['case']}, {CLIENT_LABELS[client]}: {stalls} take(s) found no "
+                    "record within 1 s (stalls, over all rounds)"
+                )
+            if any(r.get("lost") for r in runs):
+                notes.append(f"* {case['case']}, {CLIENT_LABELS[client]}: records lost")
+    return notes
+
+
+def _settings_text(data: dict[str, Any], peers: list[str]) -> str:
+    del peers
+    lines = [
+        "Exactly what each client was given, per scenario (anything not listed is the "
+        "client's default):",
+        "",
+    ]
+    for fam in data["families"]:
+        cases = [c for c in data["cases"] if c["family"] == fam]
+        if not cases:
+            continue
+        lines += [f"### {data['titles'][fam]}", ""]
+        seen: dict[str, str] = {}
+        for case in cases:
+            for client, config in case["configs"].items():
+                if not config:
+                    continue
+                text = json.dumps(config, indent=1, default=str)
+                if seen.get(client) == text:
+                    continue
+                seen[client] = text
+                lines += [
+                    f"{CLIENT_LABELS[client]} ({case['case']}):",
+                    "",
+                    "```json",
+                    text,
+                    "```",
+                    "",
+                ]
+    return "\n".join(lines)
+
+
+# -- plots ----------------------------------------------------------------------------------
+
+
+def plot(data: dict[str, Any], out: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made: dict[str, str] = {}
+    clients = data["clients"]
+    for fam in data["families"]:
+        cases = [c for c in data["cases"] if c["family"] == fam]
+        if not cases:
+            continue
+        keys = {m["key"] for m in cases[0]["metrics"]}
+        skip = {"mb_per_s"} | ({"records_per_s"} if "records" in keys else set())
+        metrics = [m for m in cases[0]["metrics"] if m["key"] not in skip]
+        fig, axes = plt.subplots(
+            1, len(metrics), figsize=(max(6, 3.2 * len(metrics) + len(cases)), 3.8), squeeze=False
+        )
+        shown = [c for c in clients if any(c in case["summary"] for case in cases)]
+        width = 0.8 / len(shown)
+        for ax, metric in zip(axes[0], metrics, strict=False):
+            values = [
+                s["median"]
+                for case in cases
+                for s in (case["summary"].get(c, {}).get(metric["key"]) for c in shown)
+                if s and s["median"] > 0
+            ]
+            if values and max(values) / min(values) > 50:
+                ax.set_yscale("log")
+            for j, client in enumerate(shown):
+                xs, ys, lo, hi = [], [], [], []
+                for i, case in enumerate(cases):
+                    s = case["summary"].get(client, {}).get(metric["key"])
+                    if s:
+                        xs.append(i + (j - (len(shown) - 1) / 2) * width)
+                        ys.append(s["median"])
+                        lo.append(s["median"] - s["min"])
+                        hi.append(s["max"] - s["median"])
+                if xs:
+                    ax.bar(
+                        xs,
+                        ys,
+                        width,
+                        yerr=[lo, hi],
+                        capsize=2,
+                        color=COLORS[client],
+                        label=CLIENT_LABELS[client],
+                    )
+            ax.set_xticks(range(len(cases)))
+            ax.set_xticklabels(
+                [c["case"] for c in cases],
+                rotation=30 if len(cases) > 3 else 0,
+                ha="right" if len(cases) > 3 else "center",
+                fontsize=8,
+            )
+            ax.set_title(_metric_label(metric), fontsize=9)
+            ax.grid(axis="y", alpha=0.3)
+        axes[0][0].legend(fontsize=7)
+        fig.suptitle(data["titles"][fam], fontsize=10)
+        fig.tight_layout()
+        path = out / f"{fam}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        made[fam] = path.name
+    med = data["peak_rss_mb"]["median"]
+    if med:
+        fams = list(med)
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        width = 0.8 / len(clients)
+        for j, client in enumerate(clients):
+            xs = [
+                i + (j - (len(clients) - 1) / 2) * width
+                for i, f in enumerate(fams)
+                if client in med[f]
+            ]
+            ys = [med[f][client] for f in fams if client in med[f]]
+            if xs:
+                ax.bar(xs, ys, width, color=COLORS[client], label=CLIENT_LABELS[client])
+        ax.set_xticks(range(len(fams)))
+        ax.set_xticklabels(fams, fontsize=8)
+        ax.set_ylabel("MB")
+        ax.set_title("Peak RSS per client process ↓", fontsize=10)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "rss.png", dpi=110)
+        plt.close(fig)
+        made["rss"] = "rss.png"
+    return made
+
+
+# -- files ----------------------------------------------------------------------------------
+
+
+def write(data: dict[str, Any], out: Path, plots: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    data["plots"] = plot(data, out) if plots else {}
+    json_path = out / "results.json"
+    json_path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    md_path = out / "results.md"
+    md_path.write_text(markdown(data, ""))
+    return [json_path, md_path, *(out / name for name in data["plots"].values())]
+
+
+def publish(data: dict[str, Any], out: Path, docs: Path) -> list[Path]:
+    img = docs / "img" / "bench"
+    img.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in data.get("plots", {}).values():
+        shutil.copyfile(out / name, img / name)
+        written.append(img / name)
+    page = docs / "benchmarks.md"
+    page.write_text(markdown(data, "img/bench/"))
+    return [page, *written]

@@ -1,0 +1,52 @@
+"""Producer throughput: 100 B and 1 KiB values, acks=all, none/lz4/zstd."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from benchmarks import settings
+from benchmarks.runner import THROUGHPUT_METRICS, Case, Context, throughput
+
+FAMILY = "produce"
+TITLE = "Produce throughput"
+ABOUT = (
+    "Keyless records of random uppercase letters (as Java's `ProducerPerformance` sends), "
+    "to a fresh {partitions}-partition topic per run, `acks=all`, `linger.ms=5`, "
+    "`batch.size=16384`, idempotence on, for every client. Each run first sends "
+    "{warmup:,} warm-up records (untimed; Java: `--warmup-records`), then the clock runs "
+    "from the first timed send to the last acknowledgement. Each client's compression level "
+    "is its own default."
+)
+
+
+async def cases(ctx: Context) -> list[Case]:
+    p = ctx.profile
+    out = []
+    for size in p.produce_sizes:
+        for codec in p.produce_codecs:
+            out.append(
+                Case(
+                    family=FAMILY,
+                    name=f"{size} B {codec}",
+                    scenario="produce",
+                    spec={
+                        "size": size,
+                        "codec": codec,
+                        "records": p.produce_records[size],
+                        "warmup": p.produce_warmup_records,
+                    },
+                    metrics=THROUGHPUT_METRICS,
+                    extract=partial(throughput, size=size),
+                    topic=partial(
+                        ctx.create_topic, f"produce-{size}-{codec}", settings.PRODUCE_PARTITIONS
+                    ),
+                    cleanup=ctx.delete_topic,
+                )
+            )
+    return out
+
+
+def about(profile: settings.Profile) -> str:
+    return ABOUT.format(
+        partitions=settings.PRODUCE_PARTITIONS, warmup=profile.produce_warmup_records
+    )

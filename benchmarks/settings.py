@@ -1,0 +1,144 @@
+"""The one place where every benchmark setting lives: record sizes and counts, the client
+settings every client gets (translated to each client's own names by its adapter), the
+quick and full profiles.
+
+Nothing here is tuned for one client: a setting is either given to every client or left
+at every client's default, and each adapter's ``describe()`` prints what it actually used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+CLIENTS = ["ours", "aiokafka", "confluent", "java"]
+PEERS = ["aiokafka", "confluent", "java"]
+
+# -- settings every client gets ----------------------------------------------------------
+
+#: Producer settings of the throughput, consume-fill and FastAPI scenarios.
+PRODUCER = {
+    "acks": "all",
+    "linger_ms": 5,  # Kafka 4's and librdkafka's default; aiokafka's is 0, set to 5
+    "batch_size": 16384,  # Java's and aiokafka's default; librdkafka's batch.size too
+    "enable_idempotence": True,  # Java's and ours' default; aiokafka/librdkafka: set on
+    "max_request_size": 1048576,
+}
+
+#: Consumer fetch settings of every consume scenario (Java's defaults; all four clients
+#: have them under their own names).
+CONSUMER = {
+    "fetch_min_bytes": 1,
+    "fetch_max_wait_ms": 500,
+    "fetch_max_bytes": 52428800,
+    "max_partition_fetch_bytes": 1048576,
+}
+
+#: The latency scenarios use what the Java ``EndToEndLatency`` tool hard-codes, so that
+#: its numbers and ours are measured alike: no producer linger, no broker-side fetch wait.
+LATENCY_PRODUCER = {**PRODUCER, "linger_ms": 0}
+LATENCY_CONSUMER = {**CONSUMER, "fetch_max_wait_ms": 0}
+#: The fixed-rate latency case: no linger, default fetch wait (a fetch returns as soon as
+#: one byte is there: fetch_min_bytes=1).
+RATE_PRODUCER = {**PRODUCER, "linger_ms": 0}
+RATE_CONSUMER = dict(CONSUMER)
+
+#: Topics: one broker, replication 1, every scenario on fresh topics with these settings.
+TOPIC_CONFIG = {"retention.ms": "3600000"}
+PRODUCE_PARTITIONS = 3
+CONSUME_PARTITIONS = 3
+LATENCY_PARTITIONS = 1  # EndToEndLatency's own default topic has one partition
+PAUSE_PARTITIONS = 10
+
+#: Java clients run with this heap (kafka-run-class.sh gives the perf tools 512M too).
+JAVA_HEAP = "-Xmx512M"
+
+
+@dataclass
+class Profile:
+    """Counts and durations of one run of the suite."""
+
+    name: str
+    rounds: int
+    warmup_rounds: int
+    produce_sizes: list[int] = field(default_factory=lambda: [100, 1024])
+    produce_codecs: list[str] = field(default_factory=lambda: ["none", "lz4", "zstd"])
+    produce_records: dict[int, int] = field(default_factory=dict)
+    produce_warmup_records: int = 5000
+    consume_records: dict[int, int] = field(default_factory=dict)
+    consume_modes: list[str] = field(default_factory=lambda: ["batch", "record"])
+    latency_rate: int = 1000
+    latency_seconds: float = 10.0
+    latency_warmup_records: int = 200
+    latency_closed_records: int = 2000
+    pause_records: int = 500_000
+    pause_seconds: float = 5.0
+    fastapi_tasks: int = 1000
+    fastapi_bursts: int = 30
+    codec_rounds: int = 15
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            k: ({str(a): b for a, b in v.items()} if isinstance(v, dict) else v)
+            for k, v in asdict(self).items()
+        }
+
+
+FULL = Profile(
+    name="full",
+    rounds=5,
+    warmup_rounds=1,
+    produce_records={100: 500_000, 1024: 150_000},
+    produce_warmup_records=20_000,
+    consume_records={100: 1_000_000, 1024: 200_000},
+)
+
+QUICK = Profile(
+    name="quick",
+    rounds=1,
+    warmup_rounds=0,
+    produce_codecs=["none", "lz4", "zstd"],
+    produce_records={100: 50_000, 1024: 15_000},
+    produce_warmup_records=2000,
+    consume_records={100: 100_000, 1024: 30_000},
+    latency_seconds=3.0,
+    latency_closed_records=300,
+    pause_records=100_000,
+    pause_seconds=2.5,
+    fastapi_bursts=5,
+    codec_rounds=1,
+)
+
+#: The smoke test's profile: one round, tiny counts (checks the harness, not speed).
+SMOKE = Profile(
+    name="smoke",
+    rounds=1,
+    warmup_rounds=0,
+    produce_sizes=[100],
+    produce_codecs=["lz4"],
+    produce_records={100: 3000},
+    produce_warmup_records=100,
+    consume_records={100: 5000},
+    consume_modes=["batch"],
+    latency_seconds=1.0,
+    latency_rate=300,
+    latency_warmup_records=20,
+    latency_closed_records=30,
+    pause_records=3000,
+    pause_seconds=1.0,
+    fastapi_bursts=1,
+    codec_rounds=1,
+)
+
+PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}
+
+
+def payloads(size: int, count: int = 1024) -> list[bytes]:
+    """The values every Python client sends, cycled: ``count`` distinct values of ``size``
+    random uppercase letters. Java's ``ProducerPerformance`` fills each record with fresh
+    random uppercase letters; a pool larger than a batch gives the same compression ratio
+    without timing a random generator in Python."""
+    import random
+
+    rng = random.Random(size)
+    return [bytes(rng.choices(range(65, 91), k=size)) for _ in range(count)]

@@ -1,0 +1,73 @@
+"""The benchmark suite's harness works: its smallest configuration (the ``smoke`` profile:
+one round, tiny counts, every scenario family but the codec micro-benchmarks, all four
+clients) runs against the session broker and writes the JSON, the Markdown with a ratio
+for each peer, and the plots. It checks the harness, not speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from aiostream_kafka.testing.cluster import KafkaCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+FAMILIES = ["produce", "consume", "latency", "pause", "fastapi"]
+
+
+def test_benchmark_suite_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--profile",
+            "smoke",
+            "--scenarios",
+            ",".join(FAMILIES),
+            "--bootstrap-servers",
+            kafka_cluster.bootstrap_servers,
+            "--output",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    data = json.loads((out / "results.json").read_text())
+    assert data["machine"]["cores"]
+    assert data["machine"]["python"]
+    assert "java" in data["machine"]
+    by_family: dict[str, list[dict]] = {}
+    for case in data["cases"]:
+        assert not case["errors"], (case["family"], case["case"], case["errors"])
+        by_family.setdefault(case["family"], []).append(case)
+        assert "ours" in case["summary"], (case["family"], case["case"])
+        assert case["configs"]["ours"], "every client's settings are recorded"
+    assert sorted(by_family) == sorted(FAMILIES)
+    measured = {c for case in data["cases"] for c in case["summary"]}
+    assert measured == {"ours", "aiokafka", "confluent", "java"}
+    pause = by_family["pause"][0]["summary"]
+    assert pause["ours"]["fetches_per_1k"]["median"] > 0  # counted by the proxy
+    assert pause["aiokafka"]["fetched_per_delivered"]["median"] > 0
+
+    markdown = (out / "results.md").read_text()
+    for peer in ("aiokafka", "confluent-kafka", "Java"):
+        column = f"ours / {peer}"
+        assert column in markdown
+        header = next(line for line in markdown.splitlines() if column in line)
+        index = [c.strip() for c in header.strip("|").split("|")].index(column)
+        ratios = [
+            line.strip("|").split("|")[index].strip()
+            for line in markdown.splitlines()
+            if line.startswith("| ") and line.count("|") == header.count("|")
+        ]
+        assert any(r.endswith("x") or "x (" in r for r in ratios), (peer, ratios)
+    for name in FAMILIES:
+        assert (out / f"{name}.png").stat().st_size > 0
