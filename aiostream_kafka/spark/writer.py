@@ -1,0 +1,273 @@
+"""Writing: the batch and streaming Arrow writers (the built-in Kafka sink's columns).
+
+Columns: ``value`` (binary or string, required), ``key`` (binary or string), ``headers``
+(``array<struct<key: string, value: binary>>``), ``topic`` (string; the ``topic`` option,
+when set, wins), ``partition`` (int; else the producer's partitioner chooses).
+
+Each Spark task opens one idempotent :class:`~aiostream_kafka.producer.Producer` in a
+private event loop, enqueues every row (so requests stay pipelined), flushes and waits for
+every acknowledgement before returning its commit message: a task that returns has all
+its rows in Kafka. A failed and retried task (or a micro-batch replayed after a crash)
+writes its rows again: the sink is **at-least-once**, like the built-in one. The producer's
+idempotence removes the duplicates of its own retries within one task, not those of a
+retried task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.producer import Producer
+from aiostream_kafka.structs import RecordMetadata
+
+from .options import SinkOptions
+
+__all__ = [
+    "KafkaBatchWriter",
+    "KafkaCommitMessage",
+    "KafkaStreamWriter",
+    "check_sink_schema",
+]
+
+log = logging.getLogger(__name__)
+
+#: Acknowledgements awaited in one go once this many are outstanding (bounds memory; the
+#: producer's own ``buffer_memory`` bounds the bytes).
+_MAX_PENDING = 50_000
+
+
+def _is_bytes_like(dtype: DataType) -> bool:
+    return isinstance(dtype, (BinaryType, StringType))
+
+
+def _header_type_ok(dtype: DataType) -> bool:
+    if not isinstance(dtype, ArrayType) or not isinstance(dtype.elementType, StructType):
+        return False
+    fields = {f.name: f.dataType for f in dtype.elementType.fields}
+    return (
+        set(fields) == {"key", "value"}
+        and isinstance(fields["key"], StringType)
+        and _is_bytes_like(fields["value"])
+    )
+
+
+def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
+    """Check the DataFrame's columns against the sink's (as the built-in sink does).
+
+    Raises:
+        ConfigError: no ``value`` column, no topic (column or option), or a column of a
+            type the sink cannot write; the message names the column and the fix.
+    """
+    columns = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in columns:
+        raise ConfigError(
+            "Required attribute 'value' not found: the DataFrame written to Kafka needs a "
+            "'value' column (binary or string), e.g. df.selectExpr('CAST(x AS STRING) AS value')"
+        )
+    for name in ("key", "value"):
+        if name in columns and not _is_bytes_like(columns[name]):
+            raise ConfigError(
+                f"{name} attribute type must be a string or binary, got "
+                f"{columns[name].simpleString()}: cast it, e.g. CAST({name} AS STRING)"
+            )
+    if opts.topic is None:
+        if "topic" not in columns:
+            raise ConfigError(
+                "topic option required when no 'topic' attribute is present: set "
+                '.option("topic", "name") or add a string column named topic'
+            )
+    if "topic" in columns and not isinstance(columns["topic"], StringType):
+        raise ConfigError(
+            f"topic attribute type must be a string, got {columns['topic'].simpleString()}"
+        )
+    if "partition" in columns and not isinstance(columns["partition"], IntegerType):
+        raise ConfigError(
+            "partition attribute type must be an int, got "
+            f"{columns['partition'].simpleString()}: CAST(partition AS INT)"
+        )
+    if "headers" in columns and not _header_type_ok(columns["headers"]):
+        raise ConfigError(
+            "headers attribute type must be array<struct<key:string,value:binary>>, got "
+            f"{columns['headers'].simpleString()}"
+        )
+
+
+@dataclass(frozen=True)
+class KafkaCommitMessage(WriterCommitMessage):
+    """What a task reports: the rows it wrote (all acknowledged)."""
+
+    rows: int
+    batch_id: int | None = None
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    index = batch.schema.get_field_index(name)
+    if index < 0:
+        return None
+    array = batch.column(index)
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        array = array.cast(pa.binary())
+    return array.to_pylist()  # type: ignore[no-any-return]
+
+
+def _headers(raw: list[dict[str, Any]] | None) -> list[tuple[str, bytes | None]] | None:
+    if not raw:
+        return None
+    out: list[tuple[str, bytes | None]] = []
+    for h in raw:
+        value = h["value"]
+        out.append((h["key"], value.encode() if isinstance(value, str) else value))
+    return out
+
+
+async def _write_batches(
+    opts: SinkOptions, batches: Iterator[pa.RecordBatch], next_batch: Any
+) -> int:
+    """Produce every row; return the number written once all are acknowledged."""
+    kwargs = {"enable_idempotence": True, **opts.kafka.producer_kwargs()}
+    rows = 0
+    pending: deque[asyncio.Future[RecordMetadata]] = deque()
+    async with Producer(opts.kafka.bootstrap_servers, **kwargs) as producer:
+        while True:
+            batch = next_batch(batches)
+            if batch is None:
+                break
+            n = batch.num_rows
+            values = _column(batch, "value")
+            assert values is not None
+            keys = _column(batch, "key") or [None] * n
+            headers = _column(batch, "headers") or [None] * n
+            partitions = _column(batch, "partition") or [None] * n
+            topics = [opts.topic] * n if opts.topic is not None else _column(batch, "topic")
+            assert topics is not None
+            for i in range(n):
+                topic = topics[i]
+                if topic is None:
+                    raise ConfigError(
+                        "a row has a null 'topic' and no 'topic' option is set: give every "
+                        'row a topic or set .option("topic", "name")'
+                    )
+                if isinstance(topic, bytes):
+                    topic = topic.decode()
+                future = await producer.enqueue(
+                    topic,
+                    value=values[i],
+                    key=keys[i],
+                    headers=_headers(headers[i]),
+                    partition=partitions[i],
+                )
+                pending.append(future)
+            rows += n
+            while pending and pending[0].done():
+                pending.popleft().result()
+            if len(pending) > _MAX_PENDING:
+                await asyncio.gather(*pending)
+                pending.clear()
+        await producer.flush()
+        await asyncio.gather(*pending)
+    return rows
+
+
+def write_partition(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> int:
+    """Write one task's rows in a private event loop; return how many were written (all
+    acknowledged). The batches are pulled from Spark's iterator outside the loop.
+
+    Raises:
+        ConfigError: a row without a topic.
+        KafkaError: a record could not be delivered.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+
+        def next_batch(it: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
+            return next(it, None)
+
+        return loop.run_until_complete(_write_batches(opts, iterator, next_batch))
+    finally:
+        loop.close()
+
+
+def _batch_id() -> int | None:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return None
+    value = ctx.getLocalProperty("streaming.sql.batchId")
+    return int(value) if value is not None else None
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """The batch writer (``df.write.format("aiostream_kafka").mode("append")``)."""
+
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        """Produce the task's rows; return once all are acknowledged.
+
+        Raises:
+            ConfigError, KafkaError: see :func:`write_partition`.
+        """
+        rows = write_partition(self.opts, iterator)
+        log.info("task wrote %d rows", rows)
+        return KafkaCommitMessage(rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to do: every task's rows are acknowledged before it returns."""
+        rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
+        log.info("wrote %d rows", rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Rows already written stay in Kafka (at-least-once); only logs."""
+        rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
+        log.warning("write aborted; %d rows written by finished tasks stay in Kafka", rows)
+
+
+class KafkaStreamWriter(DataSourceStreamArrowWriter):
+    """The streaming writer (``writeStream.format("aiostream_kafka")``)."""
+
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        """Produce the task's rows of one micro-batch; return once all are acknowledged.
+
+        Raises:
+            ConfigError, KafkaError: see :func:`write_partition`.
+        """
+        rows = write_partition(self.opts, iterator)
+        return KafkaCommitMessage(rows, _batch_id())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to do: the rows are acknowledged; logs the count."""
+        rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
+        log.info("micro-batch %d: wrote %d rows", batchId, rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Rows already written stay in Kafka and are written again when the micro-batch
+        is replayed (at-least-once); only logs."""
+        log.warning("micro-batch %d aborted; its rows may be written again on replay", batchId)

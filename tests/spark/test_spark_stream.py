@@ -1,0 +1,135 @@
+"""Streaming reads: rate-limited micro-batches into a Parquet sink with a checkpoint,
+restart, Trigger.AvailableNow, and a partition added while the query runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from _data import produce_rows
+
+from aiostream_kafka.admin import Admin
+from aiostream_kafka.testing import KafkaCluster
+
+NewTopic = Callable[..., Awaitable[str]]
+
+
+def _stream(spark: Any, bs: str, topic: str, **options: str) -> Any:
+    reader = (
+        spark.readStream.format("aiostream_kafka")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", topic)
+    )
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def _parquet_rows(spark: Any, path: Path) -> list[tuple[int, int, bytes]]:
+    return sorted(
+        (r.partition, r.offset, bytes(r.value))
+        for r in spark.read.parquet(str(path)).select("partition", "offset", "value").collect()
+    )
+
+
+async def test_rate_limited_stream_restarts_from_checkpoint_exactly_once(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=3)
+    first = await produce_rows(bs, topic, 3, 100, headers=False)
+    sink, ckpt = tmp_path / "out", tmp_path / "ckpt"
+
+    def start() -> Any:
+        return (
+            _stream(spark, bs, topic, startingOffsets="earliest", maxOffsetsPerTrigger="60")
+            .writeStream.format("parquet")
+            .option("path", str(sink))
+            .option("checkpointLocation", str(ckpt))
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+
+    query = start()
+    try:
+        query.processAllAvailable()
+        batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    finally:
+        query.stop()
+    assert len(batches) >= 5  # 300 offsets at <= 60 per trigger
+    assert all(p["numInputRows"] <= 60 for p in batches)
+    assert sum(p["numInputRows"] for p in batches) == 300
+
+    second = await produce_rows(bs, topic, 3, 40, headers=False)
+    query = start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    expected = sorted((r.partition, r.offset, r.value) for r in first + second)
+    assert _parquet_rows(spark, sink) == expected  # every record exactly once
+
+
+async def test_available_now_reads_what_is_there_and_stops(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    rows = await produce_rows(bs, topic, 2, 50, headers=False)
+    query = (
+        _stream(spark, bs, topic, startingOffsets="earliest", maxOffsetsPerTrigger="30")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(240)
+    assert query.exception() is None
+    data_batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    assert len(data_batches) >= 4
+    assert _parquet_rows(spark, tmp_path / "out") == sorted(
+        (r.partition, r.offset, r.value) for r in rows
+    )
+
+
+async def test_new_partitions_are_read_from_the_beginning(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    await produce_rows(bs, topic, 1, 10, headers=False)
+    query = (
+        _stream(spark, bs, topic, startingOffsets="latest")
+        .writeStream.format("memory")
+        .queryName("new_parts")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        async with Admin(bs) as admin:
+            await admin.create_partitions({topic: 2})
+        await produce_rows(bs, topic, 2, 5, headers=False)
+        deadline = time.monotonic() + 60
+        got: list[tuple[int, int]] = []
+        while time.monotonic() < deadline:
+            query.processAllAvailable()
+            got = sorted(
+                (r.partition, r.offset)
+                for r in spark.sql("select partition, offset from new_parts").collect()
+            )
+            if len(got) >= 10:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        query.stop()
+    # the 5 new records of partition 0 (after 'latest') and all 5 of the new partition 1
+    assert got == [(0, o) for o in range(10, 15)] + [(1, o) for o in range(5)]
+    end = json.loads(query.lastProgress["sources"][0]["endOffset"])
+    assert end == {topic: {"0": 15, "1": 5}}

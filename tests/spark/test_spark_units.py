@@ -1,0 +1,187 @@
+"""Unit tests without Spark or a broker: option parsing, canonical offsets, range
+planning, the per-trigger limit."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.spark.offsets import OffsetRange, from_json, plan_ranges, rate_limit, to_json
+from aiostream_kafka.spark.options import (
+    parse_duration_ms,
+    parse_sink_options,
+    parse_source_options,
+)
+from aiostream_kafka.structs import TopicPartition as TP
+
+BS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+
+
+def test_source_options_parsed() -> None:
+    opts = parse_source_options(
+        {
+            **BS,
+            "subscribe": "b, a,a",
+            "startingoffsets": '{"a": {"0": 5, "1": -2}}',
+            "endingOffsetsByTimestamp": '{"a": {"0": 1000}}',
+            "maxOffsetsPerTrigger": "100",
+            "minOffsetsPerTrigger": "10",
+            "maxTriggerDelay": "30s",
+            "minPartitions": "4",
+            "failOnDataLoss": "False",
+            "includeHeaders": "true",
+            "kafka.isolation.level": "read_committed",
+            "kafka.request.timeout.ms": "5000",
+            "kafka.fetch.max.bytes": "1048576",
+        }
+    )
+    assert opts.subscribe == ("a", "b")
+    assert opts.starting is not None and opts.starting.kind == "offsets"
+    assert opts.starting.offsets == {TP("a", 0): 5, TP("a", 1): -2}
+    assert opts.ending is not None and opts.ending.kind == "timestamps"
+    assert opts.ending.timestamps == {TP("a", 0): 1000}
+    assert (opts.max_offsets_per_trigger, opts.min_offsets_per_trigger) == (100, 10)
+    assert opts.max_trigger_delay_ms == 30_000
+    assert opts.min_partitions == 4
+    assert opts.fail_on_data_loss is False and opts.include_headers is True
+    assert opts.kafka.isolation_level == "read_committed"
+    assert opts.kafka.consumer_kwargs() == {
+        "request_timeout_ms": 5000,
+        "security_protocol": "PLAINTEXT",
+        "fetch_max_bytes": 1048576,
+        "isolation_level": "read_committed",
+    }
+
+
+def test_assign_and_pattern_and_defaults() -> None:
+    opts = parse_source_options({**BS, "assign": '{"t": [2, 0], "u": [1]}'})
+    assert opts.assign == (TP("t", 0), TP("t", 2), TP("u", 1))
+    assert opts.starting is None and opts.ending is None and opts.fail_on_data_loss
+    opts = parse_source_options({**BS, "subscribePattern": r"orders\..*"})
+    assert opts.subscribe_pattern == r"orders\..*"
+    opts = parse_source_options({**BS, "subscribe": "t", "startingTimestamp": "1000"})
+    assert opts.starting is not None and opts.starting.kind == "timestamp"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"subscribe": "t"}, "'kafka.bootstrap.servers' is required"),
+        ({**BS}, "exactly one of the options"),
+        ({**BS, "subscribe": "t", "subscribePattern": "x"}, "given: subscribe, subscribePattern"),
+        ({**BS, "subscribe": "t", "startingOffsets": "bogus"}, "must be 'earliest', 'latest'"),
+        ({**BS, "subscribe": "t", "startingOffsets": '{"t": [1]}'}, "must map partitions"),
+        ({**BS, "subscribe": "t", "endingOffsets": '{"t": {"0": -3}}'}, "must be >= 0, or -2"),
+        ({**BS, "assign": '{"t": "0"}'}, "list of partition numbers"),
+        ({**BS, "assign": "t:0"}, "not valid JSON"),
+        ({**BS, "subscribe": "t", "maxOffsetsPerTrigger": "0"}, "positive integer"),
+        ({**BS, "subscribe": "t", "maxTriggerDelay": "soon"}, "must be a duration"),
+        ({**BS, "subscribe": "t", "includeHeaders": "1"}, "'true' or 'false'"),
+        ({**BS, "subscribePattern": "("}, "not a valid regular expression"),
+        ({**BS, "subscribe": "t", "kafka.sasl.mechanism": "PLAIN"}, "SASL is not supported"),
+        ({**BS, "subscribe": "t", "kafka.isolation.level": "x"}, "'read_uncommitted' or"),
+        ({**BS, "subscribe": "t", "kafka.enable.auto.commit": "true"}, "Spark checkpoint"),
+        ({**BS, "subscribe": "t", "kafka.request.timeout.ms": "x"}, "must be an integer"),
+        (
+            {**BS, "subscribe": "t", "minOffsetsPerTrigger": "9", "maxOffsetsPerTrigger": "5"},
+            "must not exceed",
+        ),
+    ],
+)
+def test_bad_source_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=None) as info:
+        parse_source_options({k.lower(): v for k, v in options.items()})
+    assert message in str(info.value)
+
+
+def test_batch_and_stream_rules() -> None:
+    latest = parse_source_options({**BS, "subscribe": "t", "startingoffsets": "latest"})
+    with pytest.raises(ConfigError, match="not valid for batch"):
+        latest.check_batch()
+    latest.check_stream()
+    ending = parse_source_options({**BS, "subscribe": "t", "endingoffsets": "latest"})
+    ending.check_batch()
+    with pytest.raises(ConfigError, match="not valid for streaming"):
+        ending.check_stream()
+    early_end = parse_source_options({**BS, "subscribe": "t", "endingoffsets": '{"t":{"0":-2}}'})
+    with pytest.raises(ConfigError, match="-2"):
+        early_end.check_batch()
+
+
+def test_sink_options() -> None:
+    opts = parse_sink_options({**BS, "topic": "out", "kafka.linger.ms": "20", "kafka.acks": "1"})
+    assert opts.topic == "out"
+    assert opts.kafka.producer_kwargs() == {
+        "security_protocol": "PLAINTEXT",
+        "linger_ms": 20,
+        "acks": 1,
+    }
+    with pytest.raises(ConfigError, match="bootstrap"):
+        parse_sink_options({"topic": "out"})
+    with pytest.raises(ConfigError, match="value column"):
+        parse_sink_options({**BS, "kafka.value.serializer": "x"})
+
+
+def test_durations() -> None:
+    assert parse_duration_ms("d", "15m") == 900_000
+    assert parse_duration_ms("d", "250") == 250
+    assert parse_duration_ms("d", "2 h") == 7_200_000
+    assert parse_duration_ms("d", "10ms") == 10
+
+
+def test_offset_json_is_canonical() -> None:
+    offsets = {TP("b", 10): 7, TP("a", 2): 1, TP("b", 2): 3, TP("a", 0): 9}
+    data = to_json(offsets)
+    text = json.dumps(data)
+    assert text == '{"a": {"0": 9, "2": 1}, "b": {"10": 7, "2": 3}}'
+    assert text == json.dumps(data, sort_keys=True)
+    # the order given does not matter, and parsing gives the same offsets back
+    assert json.dumps(to_json(dict(reversed(list(offsets.items()))))) == text
+    assert from_json(json.loads(text)) == offsets
+    assert from_json(None) == {}
+    with pytest.raises(ConfigError, match="not an aiostream_kafka offset"):
+        from_json({"a": 5})  # type: ignore[dict-item]
+
+
+def test_ranges_one_per_partition_without_min_partitions() -> None:
+    start = {TP("t", 0): 0, TP("t", 1): 10, TP("t", 2): 5}
+    end = {TP("t", 0): 100, TP("t", 1): 10, TP("t", 2): 6, TP("t", 3): 50}
+    assert plan_ranges(start, end) == [OffsetRange("t", 0, 0, 100), OffsetRange("t", 2, 5, 6)]
+    # already at least min_partitions ranges: unchanged
+    assert len(plan_ranges(start, end, min_partitions=2)) == 2
+
+
+def test_ranges_split_by_min_partitions() -> None:
+    start = {TP("t", 0): 0, TP("t", 1): 0}
+    end = {TP("t", 0): 300, TP("t", 1): 100}
+    ranges = plan_ranges(start, end, min_partitions=4)
+    assert ranges == [
+        OffsetRange("t", 0, 0, 100),
+        OffsetRange("t", 0, 100, 200),
+        OffsetRange("t", 0, 200, 300),
+        OffsetRange("t", 1, 0, 100),
+    ]
+    # a tiny partition still gets its own range; pieces cover each partition exactly
+    ranges = plan_ranges({TP("t", 0): 0, TP("t", 1): 0}, {TP("t", 0): 1000, TP("t", 1): 3}, 10)
+    assert [r for r in ranges if r.partition == 1] == [OffsetRange("t", 1, 0, 3)]
+    p0 = [r for r in ranges if r.partition == 0]
+    assert len(p0) == 10
+    assert p0[0].start == 0 and p0[-1].end == 1000
+    assert all(a.end == b.start for a, b in itertools.pairwise(p0))
+    # never more pieces than offsets
+    assert len(plan_ranges({TP("t", 0): 0}, {TP("t", 0): 3}, min_partitions=8)) == 3
+
+
+def test_rate_limit_is_proportional_and_never_starves() -> None:
+    start = {TP("t", 0): 0, TP("t", 1): 0, TP("t", 2): 100}
+    latest = {TP("t", 0): 900, TP("t", 1): 100, TP("t", 2): 101}
+    end = rate_limit(start, latest, 100)
+    # backlogs 900, 100, 1 of 1001: shares 89.9, 9.99, 0.0999 -> 89, 9, 1 (at least one)
+    assert end == {TP("t", 0): 89, TP("t", 1): 9, TP("t", 2): 101}
+    # a limit above the backlog reads everything
+    assert rate_limit(start, latest, 10_000) == latest
+    # nothing new: unchanged
+    assert rate_limit(latest, latest, 10) == latest
