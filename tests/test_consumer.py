@@ -1008,3 +1008,29 @@ async def test_a_dying_background_task_surfaces_on_the_iterators(
                 await anext(consumer.stream())
         with pytest.raises(RuntimeError, match="fetcher bug"):
             await anext(consumer.batches())
+
+
+async def test_empty_rounds_are_paced_by_the_long_poll_and_poll_interval(
+    kafka_cluster: KafkaCluster, new_topic: Callable[..., Awaitable[str]]
+) -> None:
+    """Rounds that find nothing are spaced by the broker's long poll (no extra pause on
+    top of it), by ``poll_interval_ms`` when that is shorter, and not at all when the
+    consumer asks for no long poll (``fetch_max_wait_ms=0``: it wants records at once)."""
+    topic = await new_topic(partitions=1)
+    tp = TopicPartition(topic, 0)
+
+    async def rounds_in(seconds: float, **options: Any) -> int:
+        async with Consumer(kafka_cluster.bootstrap_servers, **options) as consumer:
+            consumer.assign([tp])
+            await consumer.seek_to_end(tp)
+            await asyncio.sleep(0.5)  # connected, positioned, polling
+            before = consumer.metrics().fetch_requests
+            await asyncio.sleep(seconds)
+            return consumer.metrics().fetch_requests - before
+
+    long_poll = await rounds_in(2.0, fetch_max_wait_ms=400, poll_interval_ms=50)
+    assert 2 <= long_poll <= 7  # about one per 400 ms long poll, no 50 ms pause added
+    paced = await rounds_in(2.0, fetch_max_wait_ms=400, poll_interval_ms=1000)
+    assert 2 <= paced <= 7  # the interval never exceeds the long poll
+    eager = await rounds_in(1.0, fetch_max_wait_ms=0, poll_interval_ms=50)
+    assert eager > 40  # no 50 ms pause: records are fetched as soon as they exist

@@ -218,8 +218,9 @@ CONSUMER_OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "poll_interval_ms": (
         "ms",
-        "Pause before the next fetch round to a broker after a round that returned no"
-        " records (the broker already held that round up to `fetch_max_wait_ms`).",
+        "Fetch rounds to a broker that return no records start at most this often (the"
+        " broker's long poll of up to `fetch_max_wait_ms` counts towards it); capped at"
+        " `fetch_max_wait_ms`.",
     ),
     "key_deserializer": (
         "",

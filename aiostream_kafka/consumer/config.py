@@ -45,8 +45,9 @@ class ConsumerConfig:
     * ``fetch_max_bytes`` -- one Fetch response (the broker's ``max_bytes``);
     * ``max_partition_fetch_bytes`` -- one partition within one Fetch response.
 
-    ``poll_interval_ms`` is the pause between two fetch rounds to a broker when the first
-    returned no records. ``missing_topic_timeout_ms`` is how long an assigned topic may be
+    ``poll_interval_ms``: fetch rounds to a broker that return no records start at most
+    this often (the broker's long poll counts towards it; never more than
+    ``fetch_max_wait_ms``). ``missing_topic_timeout_ms`` is how long an assigned topic may be
     absent from the cluster metadata before the iterators raise
     ``UnknownTopicOrPartitionError``.
     """

@@ -8,8 +8,9 @@ place that paces fetching:
   a broker with none gets no round;
 * **budget** -- a round reserves prefetch bytes before it is granted; when the budget is
   spent nobody fetches until an iterator frees some;
-* **poll interval** -- after a round that returned no records, the broker's next round
-  waits ``poll_interval_ms`` (the broker already long-polled ``fetch_max_wait_ms``);
+* **poll interval** -- rounds to a broker that return no records start at most every
+  ``poll_interval_ms`` (the broker's long poll of up to ``fetch_max_wait_ms`` counts
+  towards it; the interval never exceeds ``fetch_max_wait_ms``);
 * **throttling** -- a response's ``throttle_time_ms`` (a quota; since Fetch v8 brokers
   answer first and expect the client to hold back, KIP-219) delays that broker's next round;
 * **errors** -- a failed round backs off exponentially, ``retry_backoff_ms`` doubling up to
@@ -61,6 +62,7 @@ class _Pacing:
     not_before: float = 0.0
     failures: int = 0
     rounds: int = field(default=0)
+    started: float = 0.0
 
 
 class PollScheduler:
@@ -149,6 +151,7 @@ class PollScheduler:
             for ps in parts:
                 ps.in_flight = node
             pacing.in_flight = True
+            pacing.started = now
             pacing.rounds += 1
             engine.fetcher(node).grant(FetchRound(parts, reservation, max_bytes))
         if due is None:
@@ -171,7 +174,13 @@ class PollScheduler:
         else:
             pacing.failures = 0
         if outcome.sent and not outcome.records and outcome.error is None:
-            delay_ms = max(delay_ms, self._engine.config.poll_interval_ms)
+            # Rounds that find nothing start at most every poll_interval_ms, the broker's
+            # long poll counting towards it; never more than fetch_max_wait_ms apart (a
+            # consumer asking for no long poll wants the next records at once).
+            config = self._engine.config
+            interval = min(config.poll_interval_ms, config.fetch_max_wait_ms)
+            elapsed_ms = (time.monotonic() - pacing.started) * 1000
+            delay_ms = max(delay_ms, interval - elapsed_ms)
         delay_ms = max(delay_ms, outcome.throttle_ms)
         pacing.not_before = time.monotonic() + delay_ms / 1000
         self.wake()
