@@ -359,3 +359,41 @@ async def test_a_refused_batch_fails_only_its_records(
             assert future.exception() is None, (i, future.exception())
     records = await read_all(kafka_cluster.bootstrap_servers, topic, 1)
     assert_exactly_once_in_order(records, [i for i in range(300) if i != 100])
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+async def test_a_batch_over_the_topic_limit_is_split_and_delivered_in_order(
+    kafka_cluster: KafkaCluster, new_topic, idempotent: bool
+) -> None:
+    """The broker refuses our 16 KiB batches (the topic's max.message.bytes is 2,000): the
+    producer splits them until they fit, and every record arrives exactly once, in order,
+    with its key, headers and timestamp. (Without idempotence, order across retries needs
+    one request in flight, as with the Java client.)"""
+    topic = await new_topic(partitions=1, config={"max.message.bytes": "2000"})
+    async with Producer(
+        kafka_cluster.bootstrap_servers,
+        linger_ms=50,
+        enable_idempotence=idempotent,
+        max_in_flight_requests_per_connection=5 if idempotent else 1,
+    ) as producer:
+        futures = [
+            await producer.enqueue(
+                topic,
+                b"%0100d" % i,
+                key=b"k%d" % i,
+                headers=[("i", b"%d" % i)],
+                partition=0,
+                timestamp_ms=1_700_000_000_000 + i,
+            )
+            for i in range(600)
+        ]
+        metas = [await f for f in futures]
+    assert [m.offset for m in metas] == list(range(600))
+    assert [m.timestamp_ms for m in metas] == [1_700_000_000_000 + i for i in range(600)]
+    records = await read_all(kafka_cluster.bootstrap_servers, topic, 1)
+    assert_exactly_once_in_order(records, range(600))
+    for r in records:
+        i = int(r.value)
+        assert r.key == b"k%d" % i
+        assert r.headers == (("i", b"%d" % i),)
+        assert r.timestamp_ms == 1_700_000_000_000 + i

@@ -29,6 +29,7 @@ from aiostream_kafka.protocol.records import (
     HEADER_SIZE,
     NO_SEQUENCE,
     RecordBatchBuilder,
+    iter_batches,
     restamp_batch,
 )
 from aiostream_kafka.structs import RecordMetadata, TopicPartition
@@ -188,6 +189,45 @@ class ProducerBatch:
         self.futures.append(future)
         self.timestamps.append(timestamp_ms)
         self.room = self.batch_size - PLAIN_OVERHEAD - builder.size_in_bytes
+
+    def split(self, loop: asyncio.AbstractEventLoop) -> list[ProducerBatch]:
+        """Two batches holding this batch's records (first half, second half) with their
+        futures, timestamps and share of the memory reservation, for a broker that refused
+        the batch as too large. Sequenced parts keep this batch's producer id and epoch and
+        number their records where this batch did, so the batches behind them keep their
+        sequences. This batch's ``done`` resolves once both parts are done."""
+        self.flush_pending()
+        (whole,) = iter_batches(self.builder.build())
+        records = whole.records(self.tp.topic, self.tp.partition)
+        half = len(records) // 2
+        parts: list[ProducerBatch] = []
+        for first, last, reserved in (
+            (0, half, self.reserved // 2),
+            (half, len(records), self.reserved - self.reserved // 2),
+        ):
+            part = ProducerBatch(
+                self.tp, self.batch_size, reserved, self.created, self.deadline, loop
+            )
+            for record, future in zip(records[first:last], self.futures[first:last], strict=True):
+                part.append(record.key, record.value, record.headers, record.timestamp_ms, future)
+            part.closed = True
+            part.attempts = self.attempts
+            if self.base_sequence != NO_SEQUENCE:
+                part.base_sequence = (self.base_sequence + first) & 0x7FFFFFFF
+                part.producer_id = self.producer_id
+                part.producer_epoch = self.producer_epoch
+            parts.append(part)
+        remaining = len(parts)
+
+        def part_done(_: asyncio.Future[None]) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0 and not self.done.done():
+                self.done.set_result(None)
+
+        for part in parts:
+            part.done.add_done_callback(part_done)
+        return parts
 
     def encoded(
         self,
@@ -374,6 +414,16 @@ class Accumulator:
                 index += 1
         dq.insert(index, batch)
         self.wakeup.set()
+
+    def requeue_split(self, batch: ProducerBatch, parts: list[ProducerBatch]) -> None:
+        """Put the parts of a split batch back in its place, in record order; they take
+        over its memory reservation."""
+        self.incomplete.discard(batch)
+        self.incomplete.update(parts)
+        # requeue() puts an unsequenced batch at the head and a sequenced one after those
+        # with a sequence not above its own: either way the first part must end up first.
+        for part in parts if batch.base_sequence != NO_SEQUENCE else reversed(parts):
+            self.requeue(part)
 
     def finish(self, batch: ProducerBatch) -> None:
         """Forget a completed batch and return its memory."""

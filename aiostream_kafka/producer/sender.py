@@ -423,6 +423,18 @@ class Sender:
         error = broker_error(code, f"producing to {tp.topic}-{tp.partition}", message)
         idem = self.idem
         self._answered(batch, acknowledged=False)
+        if code == _MESSAGE_TOO_LARGE and batch.record_count > 1 and not self._stopping:
+            # The broker's limit (the topic's max.message.bytes) is below our batch: split
+            # the batch in two and send the halves; a single record too large fails.
+            parts = batch.split(self.acc.loop)
+            log.info(
+                "%s-%d: the broker refused a batch of %d records as too large; sending it "
+                "as batches of %d and %d",
+                tp.topic, tp.partition, batch.record_count,
+                parts[0].record_count, parts[1].record_count,
+            )  # fmt: skip
+            self.acc.requeue_split(batch, parts)
+            return
         if idem is not None and code in (_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID):
             # A gap while an earlier batch of the partition is still in flight or waiting
             # for its retry is that batch's doing: retry after it. A gap nothing of ours
