@@ -526,7 +526,7 @@ class KafkaIntegration:
 
     def readiness(self) -> HealthReport:
         """Readiness: as :meth:`liveness`, and fails too before startup completed, once
-        shutdown began, or when the producer is closed.
+        shutdown began, or when the producer is closed or stopped on an error.
 
         Returns:
             a :class:`HealthReport`.
@@ -537,6 +537,8 @@ class KafkaIntegration:
             reasons.insert(0, f"Kafka integration is {self._state}")
         elif self._producer is None or self._producer.closed:
             reasons.insert(0, "the producer is closed")
+        elif self._producer.error is not None:
+            reasons.insert(0, f"the producer stopped: {self._producer.error!r}")
         return HealthReport(not reasons, self._state, tuple(reasons), live.consumers)
 
     def health_router(

@@ -355,3 +355,29 @@ async def test_shutting_down_mid_load_loses_no_accepted_order(
     assert not duplicates
     for order_id, body in accepted.items():
         assert found[order_id] == [(body["partition"], body["offset"])]
+
+
+async def test_readiness_fails_when_the_producer_stops_on_an_error(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """A producer whose sender task died (a bug, simulated here) is reported: its records
+    fail with the error, ``Producer.error`` names it, and readiness answers 503."""
+    topic = await new_topic(partitions=1)
+    kafka = KafkaIntegration(kafka_cluster.bootstrap_servers)
+    app = FastAPI(lifespan=kafka.lifespan)
+    app.include_router(kafka.health_router())
+    async with serving(app) as (_server, _task, url), _client(url) as client:
+        assert (await client.get("/health/ready")).status_code == 200
+        producer = kafka.get_producer()
+        assert producer.error is None
+
+        def broken(now: float) -> float | None:
+            raise RuntimeError("simulated sender bug")
+
+        producer._sender._run_once = broken  # type: ignore[union-attr,method-assign]
+        with pytest.raises(Exception, match="simulated sender bug"):
+            await producer.send(topic, b"lost to the bug, and told so")
+        assert isinstance(producer.error, RuntimeError)
+        ready = await client.get("/health/ready")
+        assert ready.status_code == 503
+        assert "producer stopped" in ready.json()["reasons"][0]

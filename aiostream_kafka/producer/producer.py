@@ -249,6 +249,12 @@ class Producer:
         return self._state in ("closing", "closed")
 
     @property
+    def error(self) -> BaseException | None:
+        """The error that stopped the producer (its sender task died), or None. A stopped
+        producer takes no more records; a health probe should report it."""
+        return self._failure
+
+    @property
     def cluster(self) -> Cluster:
         """The metadata cache and connection pool (for diagnostics)."""
         return self._cluster
