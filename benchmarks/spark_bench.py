@@ -2,9 +2,12 @@
 
 Both read the same topic on the same broker in the same SparkSession (``local[2]``): ours
 is ``format("aiostream_kafka")`` (Python workers, Arrow batches), the JVM one is
-``format("kafka")`` from ``org.apache.spark:spark-sql-kafka-0-10_2.13`` of the pyspark
-version (fetched from Maven Central with ``mvn`` on the first run, as the broker jars are,
-into the aiostream_kafka cache). Each round
+``format("kafka")`` from ``org.apache.spark:spark-sql-kafka-0-10_2.13`` with its runtime
+jars (token provider, kafka-clients, commons-pool2), fetched from Maven Central with
+``mvn`` on the first run into the aiostream_kafka cache. Maven Central has no connector of
+pyspark's version (4.3.0) and no token provider after 4.0.0, so the newest combination
+there (connector 4.2.0 + token provider 4.0.0) is used; the exact jars are printed, and a
+note when the connector's version is not pyspark's. Each round
 runs ``spark.read...load().write.parquet(...)`` for each connector, interleaved; the figure
 is rows per second of the whole job (planning, reading, Arrow/row conversion, Parquet
 writing). The machine is shared (the broker runs on it too): compare the ratio within one
@@ -26,7 +29,6 @@ import contextlib
 import json
 import os
 import platform
-import re
 import shutil
 import statistics
 import subprocess
@@ -35,15 +37,48 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from aiostream_kafka import Admin, NewTopic, Producer
 
 CONNECTOR_GROUP, CONNECTOR_ARTIFACT = "org.apache.spark", "spark-sql-kafka-0-10_2.13"
+TOKEN_ARTIFACT = "spark-token-provider-kafka-0-10_2.13"
 
-#: Tried when Maven Central has no connector of the pyspark version (yet).
-FALLBACK_VERSIONS = ["4.2.0", "4.1.3"]
+
+@dataclass(frozen=True)
+class ConnectorSet:
+    """One combination of the JVM connector and the runtime jars it needs that pyspark
+    does not ship: the token provider, kafka-clients (the version the connector's POM
+    names) and commons-pool2. Compression codecs and slf4j come with pyspark."""
+
+    connector: str
+    token_provider: str
+    kafka_clients: str
+    commons_pool2: str
+
+    def coordinates(self) -> list[tuple[str, str, str]]:
+        return [
+            (CONNECTOR_GROUP, CONNECTOR_ARTIFACT, self.connector),
+            (CONNECTOR_GROUP, TOKEN_ARTIFACT, self.token_provider),
+            ("org.apache.kafka", "kafka-clients", self.kafka_clients),
+            ("org.apache.commons", "commons-pool2", self.commons_pool2),
+        ]
+
+    @property
+    def name(self) -> str:
+        return f"connector {self.connector} + token provider {self.token_provider}"
+
+
+#: Tried in order. Maven Central has no 4.3.x connector yet, and no token provider after
+#: 4.0.0 (4.1.x/4.2.0 are missing), so the newest connector runs with the 4.0.0 token
+#: provider; it is binary compatible with Spark 4.3.0 for reading (checked).
+CONNECTOR_SETS = [
+    ConnectorSet("4.3.0", "4.3.0", "3.9.2", "2.13.1"),
+    ConnectorSet("4.2.0", "4.0.0", "3.9.2", "2.13.1"),
+    ConnectorSet("4.1.3", "4.0.0", "3.9.1", "2.12.1"),
+]
 
 _POM = """<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -53,14 +88,17 @@ _POM = """<?xml version="1.0" encoding="UTF-8"?>
   <version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency>
-      <groupId>{group}</groupId>
-      <artifactId>{artifact}</artifactId>
-      <version>{version}</version>
-    </dependency>
+{dependencies}
   </dependencies>
 </project>
 """
+
+# Each jar is taken alone (exclusions of everything transitive): spark-core, spark-sql and
+# the codecs are pyspark's own.
+_DEPENDENCY = """    <dependency>
+      <groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version>
+      <exclusions><exclusion><groupId>*</groupId><artifactId>*</artifactId></exclusion></exclusions>
+    </dependency>"""
 
 
 # Spark's parent POM lists a Google mirror of Maven Central as a repository; where that host
@@ -71,24 +109,20 @@ _SETTINGS = """<settings><mirrors><mirror>
 """
 
 
-def _artifact(jar: str) -> str:
-    """``kafka-clients-3.9.1.jar`` -> ``kafka-clients``."""
-    return re.sub(r"-\d[^-]*(-[A-Za-z0-9.]+)?\.jar$", "", jar)
-
-
-def _resolve(version: str, lib: Path) -> bool:
-    """Copy the connector ``version`` and its runtime dependencies into ``lib`` with Maven;
-    False when Maven Central does not have that version."""
+def _resolve(combo: ConnectorSet, lib: Path) -> bool:
+    """Copy the jars of ``combo`` into ``lib`` with Maven; False when Maven Central lacks
+    one of them."""
     mvn = shutil.which("mvn")
     if mvn is None:
         raise SystemExit("the JVM connector is fetched with Maven: install `mvn` first")
-    print(f"resolving {CONNECTOR_ARTIFACT}:{version} with Maven...", flush=True)
+    print(f"resolving {combo.name} with Maven...", flush=True)
+    deps = "\n".join(
+        _DEPENDENCY.format(group=g, artifact=a, version=v) for g, a, v in combo.coordinates()
+    )
     with tempfile.TemporaryDirectory() as work:
-        Path(work, "pom.xml").write_text(
-            _POM.format(group=CONNECTOR_GROUP, artifact=CONNECTOR_ARTIFACT, version=version)
-        )
+        Path(work, "pom.xml").write_text(_POM.format(dependencies=deps))
         Path(work, "settings.xml").write_text(_SETTINGS)
-        cmd = [mvn, "-B", "-q", "-U", "-s", str(Path(work, "settings.xml"))]
+        cmd = [mvn, "-B", "-q", "-s", str(Path(work, "settings.xml"))]
         cmd += ["dependency:copy-dependencies"]
         cmd += [f"-DoutputDirectory={lib}", "-DincludeScope=runtime"]
         proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
@@ -102,23 +136,20 @@ def _resolve(version: str, lib: Path) -> bool:
     return True
 
 
-def connector_jars(versions: list[str]) -> tuple[str, list[str]]:
-    """The JVM Kafka connector (the first of ``versions`` Maven Central has) and its
-    runtime dependencies that Spark does not ship, resolved once into the aiostream_kafka
-    cache. Returns (version, jar paths)."""
-    import pyspark
-
+def connector_jars(combos: list[ConnectorSet]) -> tuple[ConnectorSet, list[str]]:
+    """The first of ``combos`` Maven Central has, resolved once into the aiostream_kafka
+    cache. Returns (the combination, jar paths)."""
     from aiostream_kafka.testing.jars import cache_root
 
-    for version in versions:
-        lib = cache_root() / f"spark-sql-kafka-{version}"
-        if (lib / ".complete").exists() or _resolve(version, lib):
-            break
-        print(f"{CONNECTOR_ARTIFACT}:{version} is not on Maven Central", flush=True)
-    else:
-        raise LookupError(f"none of {versions} of {CONNECTOR_ARTIFACT} found on Maven Central")
-    shipped = {_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return version, sorted(str(j) for j in lib.glob("*.jar") if _artifact(j.name) not in shipped)
+    for combo in combos:
+        lib = cache_root() / (
+            f"spark-sql-kafka-{combo.connector}-tp{combo.token_provider}"
+            f"-kc{combo.kafka_clients}-cp{combo.commons_pool2}"
+        )
+        if (lib / ".complete").exists() or _resolve(combo, lib):
+            return combo, sorted(str(j) for j in lib.glob("*.jar"))
+        print(f"{combo.name}: not (all) on Maven Central", flush=True)
+    raise LookupError(f"none of {[c.name for c in combos]} found on Maven Central")
 
 
 async def _produce_ours(bootstrap: str, topic: str, records: int, value_size: int) -> None:
@@ -224,7 +255,9 @@ def main() -> int:
     parser.add_argument(
         "--connector-version",
         default=None,
-        help="JVM connector version (default: pyspark's, else the newest older one found)",
+        help="JVM connector version (default: the first of "
+        + ", ".join(c.connector for c in CONNECTOR_SETS)
+        + " Maven Central has)",
     )
     parser.add_argument("--output", default=None, help="also write the results as JSON here")
     args = parser.parse_args()
@@ -241,21 +274,24 @@ def main() -> int:
         print(f"produced {args.records:,} records to {topic} in {produce_s:.1f}s", flush=True)
         import pyspark
 
-        wanted = (
-            [args.connector_version]
-            if args.connector_version
-            else [
-                pyspark.__version__,
-                *FALLBACK_VERSIONS,
-            ]
-        )
+        combos = [c for c in CONNECTOR_SETS if args.connector_version in (None, c.connector)]
         connectors = {"aiostream_kafka": "aiostream_kafka", "jvm kafka": "kafka"}
+        connector_version = "unavailable"
+        jar_names: list[str] = []
         try:
-            connector_version, jars = connector_jars(wanted)
-            print(f"JVM connector {CONNECTOR_ARTIFACT}:{connector_version}", flush=True)
+            combo, jars = connector_jars(combos)
+            connector_version = combo.connector
+            jar_names = [Path(j).name for j in jars]
+            print(f"JVM connector jars ({combo.name}): {', '.join(jar_names)}", flush=True)
+            if combo.connector != pyspark.__version__:
+                print(
+                    f"note: the JVM connector is {combo.connector}, pyspark is "
+                    f"{pyspark.__version__} (Maven Central has no matching connector)",
+                    flush=True,
+                )
         except LookupError as exc:
             print(f"JVM connector unavailable ({exc}): measuring ours only", flush=True)
-            connector_version, jars = "unavailable", []
+            jars = []
             del connectors["jvm kafka"]
         spark = spark_session(args.cores, jars)
         times: dict[str, list[float]] = {name: [] for name in connectors}
@@ -294,7 +330,10 @@ def main() -> int:
     for name, ts in times.items():
         print(f"{name:<16} {statistics.median(ts):9.2f} {rates[name]:>12,.0f}")
     if ratio is not None:
-        print(f"ratio ours / JVM connector ({connector_version}): {ratio:.2f}")
+        print(
+            f"ratio ours / JVM connector ({connector_version}, pyspark {pyspark.__version__}): "
+            f"{ratio:.2f}"
+        )
     result = {
         "benchmark": "spark_read_to_parquet",
         "records": args.records,
@@ -303,6 +342,7 @@ def main() -> int:
         "cores": args.cores,
         "pyspark": pyspark.__version__,
         "jvm_connector": f"{CONNECTOR_GROUP}:{CONNECTOR_ARTIFACT}:{connector_version}",
+        "jvm_jars": jar_names,
         "rounds": args.rounds,
         "seconds": times,
         "rows_per_s": rates,

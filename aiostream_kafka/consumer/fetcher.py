@@ -39,7 +39,8 @@ from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError, 
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.messages.fetch import FetchRequest, FetchResponse
-from aiostream_kafka.protocol.records import ControlRecordType, RecordBatch, iter_batches
+from aiostream_kafka.protocol.records import RecordBatch, iter_batches
+from aiostream_kafka.protocol.transactions import ReadCommittedFilter
 from aiostream_kafka.structs import TopicPartition
 
 from .errors import CorruptPartitionDataError
@@ -322,12 +323,9 @@ class Fetcher:
         buffer = engine.buffer
         metrics = buffer.metrics
         metrics.fetched_wire_bytes += len(data)
-        read_committed = engine.config.isolation == 1
-        aborted: list[FetchResponse.AbortedTransaction] = []
-        if read_committed and pd.aborted_transactions:
-            aborted = sorted(pd.aborted_transactions, key=lambda a: a.first_offset)
-        aborting: set[int] = set()
-        next_aborted = 0
+        committed = (
+            ReadCommittedFilter(pd.aborted_transactions) if engine.config.isolation == 1 else None
+        )
         kept: list[RecordBatch] = []
         size = 0
         wire = 0
@@ -343,24 +341,7 @@ class Fetcher:
                 metrics.fetched_batch_wire_bytes += batch_wire
                 if batch.base_offset < ps.fetched_through:
                     metrics.refetched_bytes += batch_wire
-                if read_committed:
-                    while (
-                        next_aborted < len(aborted)
-                        and aborted[next_aborted].first_offset <= batch.last_offset
-                    ):
-                        aborting.add(aborted[next_aborted].producer_id)
-                        next_aborted += 1
-                    if batch.is_control:
-                        if batch.producer_id in aborting and any(
-                            r.type == ControlRecordType.ABORT for r in batch.control_records()
-                        ):
-                            aborting.discard(batch.producer_id)
-                        next_offset = batch.next_offset
-                        continue
-                    if batch.is_transactional and batch.producer_id in aborting:
-                        next_offset = batch.next_offset
-                        continue
-                elif batch.is_control:
+                if committed.skip(batch) if committed is not None else batch.is_control:
                     next_offset = batch.next_offset
                     continue
                 full = inflate(batch)

@@ -1157,3 +1157,77 @@ __all__ = [
     "read_records",
     "restamp_batch",
 ]
+
+
+# ---------------------------------------------------------------------------------------
+# reading into columns (for columnar consumers such as the Spark data source)
+
+
+def decode_record_headers(buf: bytes, pos: int, end: int) -> tuple[list[Header], int]:
+    """Decode the header count and headers of one record at ``buf[pos:]``, which must
+    not go past ``end`` (the record's end); return ``(headers, position after them)``.
+
+    Raises ``CorruptRecordError`` for malformed headers (bad lengths, a key that is not
+    UTF-8, headers running past ``end``).
+    """
+    try:
+        return _decode_headers(buf, pos, end)
+    except IndexError:
+        raise CorruptRecordError("truncated record headers") from None
+
+
+def decode_columns(
+    batch: RecordBatch, *, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+) -> tuple[list[int], list[int], list[bytes | None], list[bytes | None], list[list[Header]]]:
+    """Decode every record of ``batch`` into columns: ``(offsets, timestamps, keys,
+    values, headers)``, lists in record order, without building a Record per row.
+
+    The values are those :meth:`RecordBatch.records` gives each record (``offset``,
+    ``timestamp_ms`` -- ``max_timestamp`` for LOG_APPEND_TIME batches --, ``key``,
+    ``value``, ``headers``); the timestamp type is the batch's. Control batches decode too.
+
+    Raises ``CorruptRecordError`` on malformed records, ``DecompressionLimitError`` past
+    ``max_decompressed_bytes``.
+    """
+    start = batch._start
+    if batch.attributes & _CODEC_MASK:
+        buf = batch.records_payload(max_decompressed_bytes)
+        pos = 0
+        end = len(buf)
+    else:
+        buf = batch._buf
+        pos = start + HEADER_SIZE
+        end = start + batch.size_in_bytes
+    count = batch.record_count
+    base_offset = batch.base_offset
+    if count < 0 or count > (end - pos) // _MIN_RECORD_SIZE:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} claims {count} records in {end - pos} bytes"
+        )
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[list[Header]] = []
+    base_ts = batch.base_timestamp
+    decode = _decode_record_slow
+    try:
+        for _ in range(count):
+            pos, tsd, od, key, value, hdrs = decode(buf, pos, end)
+            offsets.append(base_offset + od)
+            timestamps.append(base_ts + tsd)
+            keys.append(key)
+            values.append(value)
+            headers.append(hdrs)
+    except IndexError:
+        raise CorruptRecordError(f"truncated record in batch at offset {base_offset}") from None
+    if pos != end:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} does not end after its {count} records"
+        )
+    if batch.attributes & _TIMESTAMP_TYPE_BIT:
+        timestamps = [batch.max_timestamp] * count
+    return offsets, timestamps, keys, values, headers
+
+
+__all__ += ["decode_columns", "decode_record_headers"]

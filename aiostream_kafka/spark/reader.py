@@ -2,43 +2,32 @@
 by the batch and the streaming reader, the driver-side loop runner, and the batch reader.
 
 Spark runs ``read()`` in executor Python workers without an event loop: each call creates a
-private loop, drives the async :class:`~aiostream_kafka.consumer.Consumer` (assigned,
-sought, no group) with ``run_until_complete`` and yields the Arrow batches between those
-calls, never from inside the loop. The generator's ``finally`` closes the consumer and
-the loop, also when Spark stops reading early (``limit()``).
+private loop, drives the async :class:`~.fetch.RangeFetcher` (Fetch requests of its own,
+record batches decoded straight into Arrow columns) with ``run_until_complete`` and yields
+the Arrow batches between those calls, never from inside the loop. The generator's
+``finally`` closes the fetcher's connections and the loop, also when Spark stops reading
+early (``limit()``).
 
 A range ends at a *position*, not at a record offset: compaction and transaction markers
-leave gaps, so the reader stops when the consumer's position reaches the range's end.
+leave gaps, so the reader stops when the fetch position reaches the range's end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from aiostream_kafka.admin import Admin
-from aiostream_kafka.consumer import Consumer
-from aiostream_kafka.errors import KafkaTimeoutError
-from aiostream_kafka.protocol.error_codes import OffsetOutOfRangeError
 from aiostream_kafka.structs import TopicPartition
 
-from .arrow import RecordBatchBuilder
-from .offsets import (
-    DataLossError,
-    OffsetRange,
-    current_partitions,
-    data_loss,
-    data_loss_message,
-    plan_ranges,
-    resolve_bound,
-)
+from .fetch import RangeFetcher
+from .offsets import OffsetRange, current_partitions, data_loss, plan_ranges, resolve_bound
 from .options import OffsetBound, SourceOptions
 
 __all__ = ["KafkaBatchReader", "KafkaInputPartition", "read_range", "run_with_admin"]
@@ -46,12 +35,6 @@ __all__ = ["KafkaBatchReader", "KafkaInputPartition", "read_range", "run_with_ad
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-#: Rows per Arrow batch handed to Spark.
-BATCH_ROWS = 8192
-#: How often a waiting reader checks whether its range end is reached without records
-#: (compaction gaps and transaction markers at the end of a range).
-_IDLE_CHECK_S = 0.5
 
 
 class KafkaInputPartition(InputPartition):
@@ -94,17 +77,20 @@ def run_with_admin(opts: SourceOptions, fn: Callable[[Admin], Awaitable[T]]) -> 
 
 
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
-    """Yield the records ``[part.start, part.end)`` of one partition as Arrow batches.
+    """Yield the records ``[part.start, part.end)`` of one partition as Arrow batches
+    (one per Fetch response; see :mod:`.fetch`).
 
     Raises:
         DataLossError: records of the range are gone and ``failOnDataLoss`` is true.
         KafkaTimeoutError: no progress for ``kafkaConsumer.pollTimeoutMs``.
-        KafkaError: the consumer failed.
+        KafkaError: fetching failed (not retriable), or a batch is corrupt.
     """
     if part.end <= part.start:
         return
+    tp = TopicPartition(part.topic, part.partition)
+    fetcher = RangeFetcher(opts, tp, part.start, part.end)
     loop = asyncio.new_event_loop()
-    agen = _read_range(opts, part)
+    agen = fetcher.batches()
     try:
         while True:
             try:
@@ -115,95 +101,10 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.Re
     finally:
         try:
             loop.run_until_complete(agen.aclose())
+            loop.run_until_complete(fetcher.close())
         finally:
             loop.close()
-
-
-async def _read_range(
-    opts: SourceOptions, part: KafkaInputPartition
-) -> AsyncGenerator[pa.RecordBatch, None]:
-    tp = TopicPartition(part.topic, part.partition)
-    start, end = part.start, part.end
-    fail = opts.fail_on_data_loss
-    kwargs: dict[str, Any] = {
-        "max_partition_fetch_bytes": 8 * 1024 * 1024,
-        "fetch_max_bytes": 64 * 1024 * 1024,
-        "max_prefetch_bytes": 64 * 1024 * 1024,
-        "max_prefetch_batches": 4,
-        **opts.kafka.consumer_kwargs(),
-    }
-    kwargs["auto_offset_reset"] = "none" if fail else "earliest"
-    builder = RecordBatchBuilder(part.topic, part.partition, opts.include_headers)
-    timeout_s = opts.poll_timeout_ms / 1000
-    read = 0
-    async with Consumer(opts.kafka.bootstrap_servers, **kwargs) as consumer:
-        consumer.assign([tp])
-        consumer.seek(tp, start)
-        batches = consumer.batches()
-        expected = start
-        last_progress = time.monotonic()
-        stalled_at_end = 0
-        while True:
-            position = consumer.position(tp)
-            if position is not None and position >= end:
-                break
-            try:
-                records = await asyncio.wait_for(batches.__anext__(), _IDLE_CHECK_S)
-            except TimeoutError:
-                # No records: the end may be reached through a gap, or the log may end
-                # before the range does (truncated or recreated partition).
-                log_end = (
-                    consumer.last_stable_offset(tp)
-                    if opts.kafka.isolation_level == "read_committed"
-                    else consumer.highwater(tp)
-                )
-                position = consumer.position(tp)
-                if log_end is not None and position is not None and position >= log_end < end:
-                    stalled_at_end += 1
-                    if stalled_at_end >= 3:
-                        data_loss(
-                            f"{tp.topic}-{tp.partition} ends at offset {log_end} but the "
-                            f"query expected records up to {end}",
-                            fail,
-                        )
-                        break
-                if time.monotonic() - last_progress > timeout_s:
-                    raise KafkaTimeoutError(
-                        f"no records of {tp.topic}-{tp.partition} within "
-                        f"{opts.poll_timeout_ms} ms at offset {position} (reading up to {end}); "
-                        "raise the source option 'kafkaConsumer.pollTimeoutMs' if the "
-                        "cluster is slow"
-                    ) from None
-                continue
-            except OffsetOutOfRangeError as exc:
-                # Only raised with failOnDataLoss (auto_offset_reset="none").
-                raise DataLossError(
-                    data_loss_message(
-                        f"offset {expected} of {tp.topic}-{tp.partition} is out of range ({exc})"
-                    )
-                ) from exc
-            except StopAsyncIteration:
-                break
-            stalled_at_end = 0
-            last_progress = time.monotonic()
-            if not records:
-                continue
-            first = records[0].offset
-            if first > expected and not fail:
-                log.info("%s: offsets %d..%d skipped", tp, expected, first - 1)
-            if records[-1].offset >= end:
-                records = [r for r in records if r.offset < end]
-            if records:
-                builder.extend(records)
-                expected = records[-1].offset + 1
-                read += len(records)
-                if len(builder) >= BATCH_ROWS:
-                    yield builder.flush()
-            if expected >= end:
-                break
-        if len(builder):
-            yield builder.flush()
-    log.debug("read %d records of %s [%d, %d)", read, tp, start, end)
+    log.debug("read %d records of %s [%d, %d)", fetcher.read, tp, part.start, part.end)
 
 
 # -- batch ----------------------------------------------------------------------------------

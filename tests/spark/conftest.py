@@ -15,7 +15,7 @@ import pytest
 
 def _missing() -> str | None:
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow  # type: ignore[import-untyped]  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as exc:
         return f"the spark extra is not installed ({exc}); pip install -e '.[spark]'"

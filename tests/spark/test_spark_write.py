@@ -16,7 +16,7 @@ NewTopic = Callable[..., Awaitable[str]]
 
 
 def _read_all(spark: Any, bs: str, topic: str) -> list[Any]:
-    return (
+    rows: list[Any] = (
         spark.read.format("aiostream_kafka")
         .option("kafka.bootstrap.servers", bs)
         .option("subscribe", topic)
@@ -24,6 +24,7 @@ def _read_all(spark: Any, bs: str, topic: str) -> list[Any]:
         .load()
         .collect()
     )
+    return rows
 
 
 def _headers(row: Any) -> list[tuple[str, bytes | None]]:
