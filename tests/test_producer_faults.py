@@ -13,8 +13,14 @@ import pytest_asyncio
 from producer_oracle import assert_exactly_once_in_order, read_all
 
 from aiostream_kafka.admin import Admin, NewTopic
+from aiostream_kafka.cluster import Cluster
+from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import KafkaTimeoutError
 from aiostream_kafka.producer import Producer, ProducerClosedError
+from aiostream_kafka.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+)
+from aiostream_kafka.protocol.messages.elect_leaders import ElectLeadersRequest
 from aiostream_kafka.structs import TopicPartition
 from aiostream_kafka.testing import KafkaCluster
 from aiostream_kafka.testing.probe import create_topic
@@ -148,6 +154,76 @@ def three_brokers():  # type: ignore[no-untyped-def]
         yield cluster
     finally:
         cluster.close_blocking()
+
+
+@pytest.mark.slow
+async def test_a_moved_leader_is_followed_from_the_produce_answer_kip_951(
+    three_brokers: KafkaCluster,
+) -> None:
+    """Leadership moves (replicas reordered, preferred leader elected) while the old leader
+    stays up: its NOT_LEADER_OR_FOLLOWER answer names the new leader (KIP-951), the
+    producer follows the hint without waiting for a metadata refresh, and every record is
+    written once, in order."""
+    bs = three_brokers.bootstrap_servers
+    topic = f"hinted-{os.getpid()}"
+    tp = TopicPartition(topic, 0)
+    async with Admin(bs) as admin:
+        created = await admin.create_topics([NewTopic(topic, partitions=1, replication_factor=3)])
+    description = created[topic]
+    assert description is not None
+    old_leader = description.partitions[0].leader
+    replicas = list(description.partitions[0].replicas)
+    new_order = [r for r in replicas if r != old_leader] + [old_leader]
+    count = 2_000
+    async with Producer(bs, metadata_max_age_ms=300_000) as producer:
+        futures = [await producer.enqueue(topic, b"%d" % i, partition=0) for i in range(1000)]
+        await producer.flush()
+        assert producer.cluster.snapshot.partition(tp).leader == old_leader  # type: ignore[union-attr]
+        control = Cluster(ClientConfig(bootstrap_servers=bs))
+        try:
+            await control.bootstrap()
+            moved = await control.send(
+                None,
+                AlterPartitionReassignmentsRequest(
+                    topics=[
+                        AlterPartitionReassignmentsRequest.ReassignableTopic(
+                            name=topic,
+                            partitions=[
+                                AlterPartitionReassignmentsRequest.ReassignablePartition(
+                                    partition_index=0, replicas=new_order
+                                )
+                            ],
+                        )
+                    ]
+                ),
+            )
+            assert moved.error_code == 0, moved
+            for _ in range(100):  # the reassignment completes at once: same replica set
+                elected = await control.send(
+                    None,
+                    ElectLeadersRequest(
+                        election_type=0,  # preferred
+                        topic_partitions=[
+                            ElectLeadersRequest.TopicPartitions(topic=topic, partitions=[0])
+                        ],
+                    ),
+                )
+                code = elected.replica_election_results[0].partition_result[0].error_code
+                if code == 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert code == 0, elected
+        finally:
+            await control.close()
+        hints_before = producer.cluster.leader_hints_applied
+        futures += [
+            await producer.enqueue(topic, b"%d" % i, partition=0) for i in range(1000, count)
+        ]
+        await producer.flush()
+        assert producer.cluster.leader_hints_applied > hints_before
+        assert producer.cluster.snapshot.partition(tp).leader == new_order[0]  # type: ignore[union-attr]
+    assert all(f.exception() is None for f in futures)
+    _assert_exactly_once_in_order(await read_all(bs, topic, 1), count)
 
 
 @pytest.mark.slow

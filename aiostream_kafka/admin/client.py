@@ -37,7 +37,7 @@ from aiostream_kafka.admin.types import (
     TopicDescription,
 )
 from aiostream_kafka.cluster.cluster import Cluster
-from aiostream_kafka.cluster.metadata import TopicMetadata
+from aiostream_kafka.cluster.metadata import ClusterSnapshot, TopicMetadata
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.protocol import error_codes as ec
@@ -277,16 +277,19 @@ class Admin:
         if validate_only:
             return dict.fromkeys(names)
         if wait_for_leaders:
-            await self._wait_for_leaders(names, timeout)
-        snapshot = await self._cluster.refresh(names)
+            # Describe from the metadata that showed the leaders: another refresh may be
+            # answered by a broker that has not caught up yet.
+            snapshot = await self._wait_for_leaders(names, timeout)
+        else:
+            snapshot = await self._cluster.refresh(names)
         self._cluster.untrack(names)
         return {n: _describe(snapshot.topics[n]) if n in snapshot.topics else None for n in names}
 
     async def _wait_for_leaders(
         self, names: Collection[str], timeout_ms: int, counts: Mapping[str, int] | None = None
-    ) -> None:
+    ) -> ClusterSnapshot:
         """Wait until the metadata shows every partition of ``names`` with a leader (and,
-        with ``counts``, that many partitions)."""
+        with ``counts``, that many partitions); return that metadata."""
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
             snapshot = await self._cluster.refresh(names)
@@ -299,7 +302,7 @@ class Admin:
                 for n in names
             )
             if ready:
-                return
+                return snapshot
             if time.monotonic() >= deadline:
                 raise KafkaTimeoutError(
                     f"topics {sorted(names)} were created but not every partition had a leader "

@@ -73,6 +73,8 @@ class Cluster:
         self._tracked: set[str] = set()
         self._refresh: _Refresh | None = None
         self._closed = False
+        # Diagnostics: KIP-951 hints that moved a leader without a metadata request.
+        self.leader_hints_applied = 0
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -211,6 +213,9 @@ class Cluster:
         updated = self.snapshot.with_leader(tp, leader, leader_epoch, broker)
         changed = updated is not self.snapshot
         self.snapshot = updated
+        if changed:
+            self.leader_hints_applied += 1
+            log.debug("%s: leader %d (epoch %d) from a KIP-951 hint", tp, leader, leader_epoch)
         return changed
 
     # -- connections and requests -----------------------------------------------------------
