@@ -696,6 +696,16 @@ class RecordBatch:
             exc.args = (f"record batch at offset {self.base_offset}: {exc}",)
             raise
 
+    def records_span(
+        self, max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    ) -> tuple[bytes, int, int]:
+        """Where the records section is: ``(buffer, start, end)``, the batch's own buffer
+        when uncompressed (no copy), else the decompressed section."""
+        if self.attributes & _CODEC_MASK:
+            payload = self.records_payload(max_decompressed_bytes)
+            return payload, 0, len(payload)
+        return self._buf, self._start + HEADER_SIZE, self._start + self.size_in_bytes
+
     def records(
         self,
         topic: str,
@@ -712,15 +722,7 @@ class RecordBatch:
         Raises ``CorruptRecordError`` on malformed records, ``DecompressionLimitError``
         past ``max_decompressed_bytes``.
         """
-        start = self._start
-        if self.attributes & _CODEC_MASK:
-            buf = self.records_payload(max_decompressed_bytes)
-            pos = 0
-            end = len(buf)
-        else:
-            buf = self._buf
-            pos = start + HEADER_SIZE
-            end = start + self.size_in_bytes
+        buf, pos, end = self.records_span(max_decompressed_bytes)
         ple = self.partition_leader_epoch
         if not self.attributes & _TIMESTAMP_TYPE_BIT:
             return _decode_records(
@@ -1189,15 +1191,7 @@ def decode_columns(
     Raises ``CorruptRecordError`` on malformed records, ``DecompressionLimitError`` past
     ``max_decompressed_bytes``.
     """
-    start = batch._start
-    if batch.attributes & _CODEC_MASK:
-        buf = batch.records_payload(max_decompressed_bytes)
-        pos = 0
-        end = len(buf)
-    else:
-        buf = batch._buf
-        pos = start + HEADER_SIZE
-        end = start + batch.size_in_bytes
+    buf, pos, end = batch.records_span(max_decompressed_bytes)
     count = batch.record_count
     base_offset = batch.base_offset
     if count < 0 or count > (end - pos) // _MIN_RECORD_SIZE:
