@@ -160,8 +160,12 @@ class RangeFetcher:
                 pending.cancel()
                 try:
                     await pending
-                except (asyncio.CancelledError, Exception):
-                    pass
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # we are being cancelled ourselves, not just the prefetch
+                except Exception:
+                    pass  # the prefetched answer is not needed any more
 
     def _timeout(self) -> KafkaTimeoutError:
         tp = self.tp
