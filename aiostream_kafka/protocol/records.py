@@ -143,6 +143,12 @@ _ZZ: Final[tuple[bytes, ...]] = tuple(
 )
 
 
+# The producer's bulk encoder (RecordBatchBuilder.extend_values) joins these: a record's
+# attributes byte (0) with its timestamp delta, and its offset delta with a null key (-1).
+_ATTRS_TSD: Final[tuple[bytes, ...]] = tuple(b"\x00" + z for z in _ZZ)
+_OD_NULL_KEY: Final[tuple[bytes, ...]] = tuple(z + b"\x01" for z in _ZZ)
+
+
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     try:
         return decode_varint(buf, pos)
@@ -350,48 +356,45 @@ class RecordBatchBuilder:
     def extend_values(self, values: Sequence[bytes], timestamps: Sequence[int]) -> None:
         """Append keyless, headerless records: ``append(None, values[i], None,
         timestamps[i])`` for each ``i``, in one pass (the producer's hot path defers
-        encoding to here). Small values and timestamps close to the batch's first one take
-        every varint from the lookup table."""
-        if not values:
+        encoding to here).
+
+        When every value is under 8,000 bytes, every timestamp within 8.192 s after the
+        batch's first and the offset deltas under 8,192 (the usual case), the range checks
+        are made once for all and every varint of a record is a table lookup; otherwise
+        each record goes through :meth:`append`.
+        """
+        count = len(values)
+        if not count:
             return
-        buf = self._buf
         od = self._count
         if not od:
             self._base_ts = self._max_ts = timestamps[0]
         base = self._base_ts
-        max_ts = self._max_ts
-        zz = _ZZ
-        parts: list[bytes] = []
-        add = parts.extend
+        low, high = min(timestamps), max(timestamps)
+        sizes = list(map(len, values))
+        if high > self._max_ts:
+            self._max_ts = high
+        small = max(sizes) < 8000
+        if small and low >= base and high - base < _ZZ_LIMIT and od + count <= _ZZ_LIMIT:
+            zz = _ZZ
+            heads = _ATTRS_TSD
+            deltas = _OD_NULL_KEY
+            parts: list[bytes] = []
+            add = parts.extend
+            for value, ts, n in zip(values, timestamps, sizes, strict=True):
+                head = heads[ts - base]
+                delta = deltas[od]
+                vlen = zz[n]
+                # length: attributes+timestampDelta, offsetDelta+key, valueLength, value and
+                # headerCount (the last b"\x00")
+                length = zz[len(head) + len(delta) + len(vlen) + n + 1]
+                add((length, head, delta, vlen, value, b"\x00"))
+                od += 1
+            self._buf += b"".join(parts)
+            self._count = od
+            return
         for value, ts in zip(values, timestamps, strict=True):
-            n = len(value)
-            tsd = ts - base
-            if ts > max_ts:
-                max_ts = ts
-            if n < 8000 and 0 <= tsd < 8192 and od < 8192:
-                tsb = zz[tsd]
-                odb = zz[od]
-                vb = zz[n]
-                add((zz[3 + len(tsb) + len(odb) + len(vb) + n], b"\x00", tsb, odb, b"\x01"))
-                add((vb, value, b"\x00"))
-            else:
-                body = b"".join(
-                    (
-                        b"\x00",
-                        encode_varlong(tsd),
-                        encode_varint(od),
-                        b"\x01",
-                        encode_varint(n),
-                        value,
-                        b"\x00",
-                    )
-                )
-                parts.append(encode_varint(len(body)))
-                parts.append(body)
-            od += 1
-        buf += b"".join(parts)
-        self._count = od
-        self._max_ts = max_ts
+            self.append(None, value, None, ts)
 
     def build(
         self,
