@@ -64,11 +64,8 @@ log = logging.getLogger(__name__)
 
 _OFFSET_OUT_OF_RANGE = 1
 _CORRUPT_MESSAGE = 2
-# The partition moved or its leader is not ready: find the leader again and retry.
-_LEADER_ERRORS = frozenset({5, 6, 9, 56, 74, 75, 78})
-# UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID: deleted, re-created,
-# or not yet known to this broker; the metadata tells which.
-_TOPIC_ERRORS = frozenset({3, 100, 103})
+_LEADER_ERRORS = ec.LEADER_MOVED_CODES
+_TOPIC_ERRORS = ec.TOPIC_GONE_CODES
 
 
 class _Budget:

@@ -33,6 +33,8 @@ __all__ = [
     "ERRORS",
     "ERRORS_BY_CODE",
     "ERRORS_BY_NAME",
+    "LEADER_MOVED_CODES",
+    "TOPIC_GONE_CODES",
     "BrokerIdNotRegisteredError",
     "BrokerNotAvailableError",
     "ClusterAuthorizationFailedError",
@@ -2087,6 +2089,15 @@ RequestTimedOutError = KafkaTimeoutError
 RecordTooLargeError = MessageTooLargeError
 
 _CLASSES: dict[int, type[KafkaError]] = {info.code: info.error_class for info in ERRORS}
+
+#: Partition errors of a Fetch (or Produce) meaning the partition's leader moved or is not
+#: ready: find the leader again and retry. LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+#: REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH,
+#: OFFSET_NOT_AVAILABLE.
+LEADER_MOVED_CODES: frozenset[int] = frozenset({5, 6, 9, 56, 74, 75, 78})
+#: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID: the topic was
+#: deleted, re-created, or is not yet known to this broker; the metadata tells which.
+TOPIC_GONE_CODES: frozenset[int] = frozenset({3, 100, 103})
 
 
 def error_for_code(code: int) -> type[KafkaError]:
