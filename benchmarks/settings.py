@@ -43,6 +43,21 @@ LATENCY_CONSUMER = {**CONSUMER, "fetch_max_wait_ms": 0}
 RATE_PRODUCER = {**PRODUCER, "linger_ms": 0}
 RATE_CONSUMER = dict(CONSUMER)
 
+
+def producer_settings(scenario: str) -> dict[str, Any]:
+    """The producer settings every client gets in ``scenario``."""
+    return {"latency_rate": RATE_PRODUCER, "latency_closed": LATENCY_PRODUCER}.get(
+        scenario, PRODUCER
+    )
+
+
+def consumer_settings(scenario: str) -> dict[str, Any]:
+    """The consumer fetch settings every client gets in ``scenario``."""
+    return {"latency_rate": RATE_CONSUMER, "latency_closed": LATENCY_CONSUMER}.get(
+        scenario, CONSUMER
+    )
+
+
 #: Topics: one broker, replication 1, every scenario on fresh topics with these settings.
 TOPIC_CONFIG = {"retention.ms": "3600000"}
 PRODUCE_PARTITIONS = 3

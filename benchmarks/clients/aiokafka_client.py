@@ -22,10 +22,7 @@ NAME = "aiokafka"
 
 
 def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
-    base = {
-        "latency_rate": settings.RATE_PRODUCER,
-        "latency_closed": settings.LATENCY_PRODUCER,
-    }.get(spec["scenario"], settings.PRODUCER)
+    base = settings.producer_settings(spec["scenario"])
     codec = spec.get("codec", "none")
     return {
         "acks": base["acks"],
@@ -38,10 +35,7 @@ def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def consumer_options(spec: dict[str, Any]) -> dict[str, Any]:
-    base = {
-        "latency_rate": settings.RATE_CONSUMER,
-        "latency_closed": settings.LATENCY_CONSUMER,
-    }.get(spec["scenario"], settings.CONSUMER)
+    base = settings.consumer_settings(spec["scenario"])
     return {
         "group_id": None,
         "enable_auto_commit": False,

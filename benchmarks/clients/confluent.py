@@ -29,10 +29,7 @@ NAME = "confluent-kafka"
 
 
 def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
-    base = {
-        "latency_rate": settings.RATE_PRODUCER,
-        "latency_closed": settings.LATENCY_PRODUCER,
-    }.get(spec["scenario"], settings.PRODUCER)
+    base = settings.producer_settings(spec["scenario"])
     return {
         "bootstrap.servers": spec["bootstrap"],
         "acks": base["acks"],
@@ -45,10 +42,7 @@ def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def consumer_config(spec: dict[str, Any]) -> dict[str, Any]:
-    base = {
-        "latency_rate": settings.RATE_CONSUMER,
-        "latency_closed": settings.LATENCY_CONSUMER,
-    }.get(spec["scenario"], settings.CONSUMER)
+    base = settings.consumer_settings(spec["scenario"])
     return {
         "bootstrap.servers": spec["bootstrap"],
         # librdkafka requires a group.id; the partitions are assigned, the group never joined

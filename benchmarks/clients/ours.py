@@ -22,13 +22,7 @@ NAME = "aiostream_kafka"
 
 
 def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
-    base = {
-        "produce": settings.PRODUCER,
-        "fastapi": settings.PRODUCER,
-        "fill": settings.PRODUCER,
-        "latency_rate": settings.RATE_PRODUCER,
-        "latency_closed": settings.LATENCY_PRODUCER,
-    }[spec["scenario"]]
+    base = settings.producer_settings(spec["scenario"])
     options: dict[str, Any] = {
         "acks": base["acks"],
         "linger_ms": base["linger_ms"],
@@ -42,10 +36,7 @@ def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def consumer_options(spec: dict[str, Any]) -> dict[str, Any]:
-    base = {
-        "latency_rate": settings.RATE_CONSUMER,
-        "latency_closed": settings.LATENCY_CONSUMER,
-    }.get(spec["scenario"], settings.CONSUMER)
+    base = settings.consumer_settings(spec["scenario"])
     return {"group_id": None, **base}
 
 
