@@ -118,7 +118,6 @@ class Producer:
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         self._max_block_s = config.max_block_ms / 1000
-        self._batch_size = config.batch_size
         # A record whose value alone is below this cannot exceed any size limit.
         self._size_check_from = min(config.max_request_size, config.buffer_memory) - 1024
         # The hot path bounds a record's framing by PLAIN_OVERHEAD, which a batch may exceed

@@ -218,6 +218,11 @@ def _batch_id() -> int | None:
     return int(value) if value is not None else None
 
 
+def _committed_rows(messages: list[WriterCommitMessage | None]) -> int:
+    """Rows the tasks that sent ``messages`` wrote (all acknowledged)."""
+    return sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
+
+
 class KafkaBatchWriter(DataSourceArrowWriter):
     """The batch writer (``df.write.format("aiostream_kafka").mode("append")``)."""
 
@@ -237,12 +242,11 @@ class KafkaBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to do: every task's rows are acknowledged before it returns."""
-        rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
-        log.info("wrote %d rows", rows)
+        log.info("wrote %d rows", _committed_rows(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Rows already written stay in Kafka (at-least-once); only logs."""
-        rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
+        rows = _committed_rows(messages)
         log.warning("write aborted; %d rows written by finished tasks stay in Kafka", rows)
 
 
@@ -264,8 +268,7 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: the rows are acknowledged; logs the count."""
-        rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
-        log.info("micro-batch %d: wrote %d rows", batchId, rows)
+        log.info("micro-batch %d: wrote %d rows", batchId, _committed_rows(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Rows already written stay in Kafka and are written again when the micro-batch
