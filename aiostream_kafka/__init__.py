@@ -33,6 +33,7 @@ from aiostream_kafka.consumer import (
     TopicDeletedError,
 )
 from aiostream_kafka.errors import (
+    BootstrapError,
     BrokerUnavailableError,
     CommitFailedError,
     ConfigError,
@@ -61,6 +62,7 @@ __all__ = [
     "Admin",
     "AlterConfigOp",
     "AlterConfigOpType",
+    "BootstrapError",
     "BrokerDescription",
     "BrokerUnavailableError",
     "ClusterDescription",

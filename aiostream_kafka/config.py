@@ -81,7 +81,10 @@ class ClientConfig:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1_000
     metadata_max_age_ms: int = 300_000
+    metadata_max_idle_ms: int = 300_000
     default_api_timeout_ms: int = 60_000
+    bootstrap_timeout_ms: int = 10_000
+    connections_max_idle_ms: int = 540_000
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     max_pipelined_requests: int = 100
@@ -99,7 +102,10 @@ class ClientConfig:
             "retry_backoff_ms",
             "retry_backoff_max_ms",
             "metadata_max_age_ms",
+            "metadata_max_idle_ms",
             "default_api_timeout_ms",
+            "bootstrap_timeout_ms",
+            "connections_max_idle_ms",
             "max_pipelined_requests",
         ):
             _positive_int(name, getattr(self, name))

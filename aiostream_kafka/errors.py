@@ -9,6 +9,7 @@ by error code are subclasses generated from Kafka's error table (see
 * :class:`NetworkError` -- a connection that could not be made or was lost (retriable);
 * :class:`TLSHandshakeError` -- a TLS handshake that failed (not retriable);
 * :class:`KafkaTimeoutError` -- an operation that did not finish within its timeout;
+* :class:`BootstrapError` -- no bootstrap server answered within ``bootstrap_timeout_ms``;
 * :class:`ConfigError` -- a configuration value that is invalid, raised before any I/O;
 * :class:`BrokerUnavailableError` -- the test harness could not provide a broker.
 """
@@ -60,6 +61,19 @@ class KafkaTimeoutError(KafkaError):
     error_code = 7
 
 
+class BootstrapError(KafkaTimeoutError):
+    """No bootstrap server answered within ``bootstrap_timeout_ms``.
+
+    ``causes`` maps each ``"host:port"`` tried to the last error it gave (connection
+    refused, a timeout, a TLS failure...). Check ``bootstrap_servers``, the port (the
+    broker's listener for this ``security_protocol``) and that the brokers are up.
+    """
+
+    def __init__(self, message: str, causes: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.causes: dict[str, str] = dict(causes or {})
+
+
 class ConfigError(KafkaError, ValueError):
     """A configuration value is invalid. Raised before any network I/O."""
 
@@ -85,7 +99,18 @@ class BrokerUnavailableError(KafkaError):
     """The test harness could not provide a Kafka broker (missing Java/Maven, failed start)."""
 
 
+def reraisable(exc: BaseException) -> BaseException:
+    """Return ``exc`` ready to be raised again with the traceback it had when first
+    stored, for errors kept and raised to every later caller (a consumer's fatal error, a
+    failed member's error). Without this, each ``raise`` of the same object prepends the
+    raising frames to its traceback, which then grows without bound in a long-lived
+    service."""
+    origin = exc.__dict__.setdefault("_aiostream_kafka_tb", exc.__traceback__)
+    return exc.with_traceback(origin)
+
+
 __all__ = [
+    "BootstrapError",
     "BrokerUnavailableError",
     "CommitFailedError",
     "ConfigError",

@@ -83,6 +83,25 @@ CLIENT_OPTIONS: dict[str, tuple[str, str]] = {
         " A consumer subscribed with a `pattern` also looks for new matching topics this"
         " often.",
     ),
+    "metadata_max_idle_ms": (
+        "ms",
+        "A topic the producer has not sent to for this long is dropped from its metadata"
+        " requests (KIP-526), and its per-partition state with it; sending to it again"
+        " fetches its metadata again.",
+    ),
+    "bootstrap_timeout_ms": (
+        "ms",
+        "How long `start()` keeps trying the bootstrap addresses (each failed attempt"
+        " logs a warning) before it raises `BootstrapError` naming every address and its"
+        " last error. Only the first metadata request has this short deadline; later"
+        " refreshes use `default_api_timeout_ms`.",
+    ),
+    "connections_max_idle_ms": (
+        "ms",
+        "A connection with nothing in flight that has not been used for this long is"
+        " closed (below the broker's own 10-minute limit, so that the client ends it"
+        " cleanly); the next request opens a new one.",
+    ),
     "default_api_timeout_ms": (
         "ms",
         "Deadline of operations that retry as a whole: `start()` (the first metadata),"

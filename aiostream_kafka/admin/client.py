@@ -38,6 +38,7 @@ from aiostream_kafka.admin.types import (
 )
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import ClusterSnapshot, TopicMetadata
+from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shielded
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.protocol import error_codes as ec
@@ -138,15 +139,18 @@ class Admin:
         await self._cluster.bootstrap()
         self._started = True
 
-    async def close(self) -> None:
-        """Close every connection."""
-        await self._cluster.close()
+    async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
+        """Close every connection, flushing each for at most a second, then aborting it
+        (so close is bounded even when a broker stopped reading; ``timeout`` caps the
+        whole, default 30 s). Cancelling it still closes everything, then re-raises."""
+        limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
+        await shielded(self._cluster.close(), timeout=max(limit, 1.0), what="closing the admin")
 
     async def __aenter__(self) -> Admin:
         try:
             await self.start()
         except BaseException:
-            await self.close()
+            await self.close(timeout=0)
             raise
         return self
 

@@ -15,20 +15,28 @@ caller asked about (the *tracked* topics), so one refresh serves them all.
 When no known broker answers, the refresh falls back to the bootstrap addresses
 (re-bootstrap), then keeps trying within ``default_api_timeout_ms`` before raising
 :class:`KafkaTimeoutError` naming every address tried and why it failed.
+
+The very first refresh (bootstrap) has a short deadline of its own,
+``bootstrap_timeout_ms``, and logs a warning at each failed attempt: a wrong address or
+port is the most common first mistake, and it deserves a fast, loud
+:class:`BootstrapError`, not a silent minute.
+
+A producer's cluster forgets topics it has not sent to for ``metadata_max_idle_ms``
+(KIP-526): tracked topics would otherwise only grow over a long life.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
 from collections.abc import Collection, Iterable
 
 from aiostream_kafka.cluster.metadata import BrokerMetadata, ClusterSnapshot
+from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.config import Address, ClientConfig
-from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError
+from aiostream_kafka.errors import BootstrapError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import ConnectionPool, Lane
 from aiostream_kafka.protocol.base import Request, Response
@@ -62,15 +70,18 @@ class Cluster:
     """Metadata cache and connection pool of one client. Owned by the client, which calls
     :meth:`close`."""
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, config: ClientConfig, *, expire_idle_topics: bool = False) -> None:
         self.config = config
         self.pool = ConnectionPool(
             config.connection_settings(),
             reconnect_backoff_ms=config.reconnect_backoff_ms,
             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            connections_max_idle_ms=config.connections_max_idle_ms,
         )
         self.snapshot = ClusterSnapshot()
         self._tracked: set[str] = set()
+        # topic -> monotonic time of its last use, for clusters whose topics expire (KIP-526)
+        self._last_used: dict[str, float] | None = {} if expire_idle_topics else None
         self._refresh: _Refresh | None = None
         self._closed = False
         # Diagnostics: KIP-951 hints that moved a leader without a metadata request.
@@ -95,6 +106,25 @@ class Cluster:
         """Stop asking about ``topics`` (deleted, or no longer used)."""
         self._tracked.difference_update(topics)
 
+    def touch(self, topic: str, now: float) -> None:
+        """Note that ``topic`` is in use at monotonic time ``now`` (clusters whose idle
+        topics expire; a no-op otherwise)."""
+        if self._last_used is not None:
+            self._last_used[topic] = now
+
+    def expire_idle_topics(self) -> set[str]:
+        """Untrack and return the topics not used for ``metadata_max_idle_ms``."""
+        if self._last_used is None:
+            return set()
+        horizon = time.monotonic() - self.config.metadata_max_idle_ms / 1000
+        idle = {t for t, used in self._last_used.items() if used < horizon}
+        for topic in idle:
+            del self._last_used[topic]
+        if idle:
+            self._tracked.difference_update(idle)
+            log.debug("topics idle for metadata_max_idle_ms, no longer tracked: %s", sorted(idle))
+        return idle
+
     async def refresh(
         self, topics: Collection[str] | None = None, *, all_topics: bool = False
     ) -> ClusterSnapshot:
@@ -105,6 +135,11 @@ class Cluster:
         """
         if topics:
             self._tracked.update(topics)
+            if self._last_used is not None:
+                now = time.monotonic()
+                for topic in topics:
+                    self._last_used[topic] = now
+        self.expire_idle_topics()
         wanted: frozenset[str] | None = _ALL if all_topics else frozenset(self._tracked)
         while True:
             current = self._refresh
@@ -155,8 +190,12 @@ class Cluster:
         return known
 
     async def _fetch_metadata(self, topics: frozenset[str] | None) -> ClusterSnapshot:
-        timeout_s = self.config.default_api_timeout_ms / 1000
-        deadline = time.monotonic() + timeout_s
+        bootstrapping = not self.snapshot.brokers
+        config = self.config
+        timeout_ms = config.default_api_timeout_ms
+        if bootstrapping:
+            timeout_ms = min(timeout_ms, config.bootstrap_timeout_ms)
+        deadline = time.monotonic() + timeout_ms / 1000
         failures: dict[Address, str] = {}
         rounds = 0
         request = MetadataRequest(
@@ -178,19 +217,37 @@ class Cluster:
                             timeout_ms=min(self.config.request_timeout_ms, remaining * 1000),
                         )
                 except (NetworkError, KafkaTimeoutError, TimeoutError) as exc:
-                    failures[(host, port)] = str(exc) or type(exc).__name__
+                    why = str(exc) or type(exc).__name__
+                    failures[(host, port)] = why
+                    if bootstrapping:
+                        log.warning("bootstrap server %s:%d did not answer: %s", host, port, why)
                     continue
                 assert isinstance(response, MetadataResponse)
-                self.snapshot = self.snapshot.merged(response, replace_topics=topics is None)
+                self.snapshot = self.snapshot.merged(
+                    response,
+                    replace_topics=topics is None,
+                    keep=None if topics is None else self._tracked | topics,
+                )
                 return self.snapshot
             rounds += 1
             if time.monotonic() >= deadline:
                 tried = "; ".join(f"{h}:{p}: {why}" for (h, p), why in failures.items())
+                if bootstrapping:
+                    raise BootstrapError(
+                        f"no bootstrap server answered within {timeout_ms} ms "
+                        f"(bootstrap_timeout_ms) (tried {tried or 'nothing'}). Check bootstrap_servers "
+                        "(host and port of the listener for this security_protocol) and that "
+                        "the brokers are up and reachable from here.",
+                        {f"{h}:{p}": why for (h, p), why in failures.items()},
+                    )
                 raise KafkaTimeoutError(
                     f"no broker answered a metadata request within default_api_timeout_ms="
-                    f"{self.config.default_api_timeout_ms} (tried {tried or 'nothing'}). "
+                    f"{timeout_ms} (tried {tried or 'nothing'}). "
                     "Check bootstrap_servers and that the brokers are up and reachable."
                 )
+            if not bootstrapping and rounds == 1:
+                tried = "; ".join(f"{h}:{p}: {why}" for (h, p), why in failures.items())
+                log.warning("no broker answered a metadata request; retrying: %s", tried)
             backoff = min(
                 self.config.retry_backoff_max_ms, self.config.retry_backoff_ms * 2**rounds
             )
@@ -303,14 +360,13 @@ class Cluster:
         return node
 
     async def close(self) -> None:
-        """Stop any refresh and close every connection."""
+        """Stop any refresh and close every connection (bounded: see
+        :meth:`ConnectionPool.close`). Cancelling it still closes everything, then
+        re-raises."""
         self._closed = True
         current, self._refresh = self._refresh, None
-        if current is not None:
-            current.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, KafkaError):
-                await current.task
-        await self.pool.close()
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise asyncio.CancelledError
+        try:
+            if current is not None:
+                await stop_tasks([current.task])
+        finally:
+            await self.pool.close()

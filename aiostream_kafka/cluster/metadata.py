@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from aiostream_kafka.protocol.messages.metadata import MetadataResponse
@@ -78,14 +79,25 @@ class ClusterSnapshot:
         return None
 
     def merged(
-        self, response: MetadataResponse, *, replace_topics: bool, fetched_at: float | None = None
+        self,
+        response: MetadataResponse,
+        *,
+        replace_topics: bool,
+        fetched_at: float | None = None,
+        keep: Collection[str] | None = None,
     ) -> ClusterSnapshot:
         """A new snapshot with the brokers of ``response`` and its topics merged in (or,
-        with ``replace_topics``, instead of the old ones)."""
+        with ``replace_topics``, instead of the old ones). With ``keep``, old topics not in
+        it are dropped (so that the snapshot holds what is still asked about)."""
         brokers = {
             b.node_id: BrokerMetadata(b.node_id, b.host, b.port, b.rack) for b in response.brokers
         }
-        topics = {} if replace_topics else dict(self.topics)
+        if replace_topics:
+            topics = {}
+        elif keep is None:
+            topics = dict(self.topics)
+        else:
+            topics = {name: meta for name, meta in self.topics.items() if name in keep}
         for t in response.topics:
             if t.name is None:
                 continue

@@ -28,8 +28,9 @@ from typing import Any
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster import Cluster
+from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, retrieve, shielded
 from aiostream_kafka.config import ClientConfig, split_client_options
-from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.errors import ConfigError, KafkaError
 from aiostream_kafka.serde import Deserializer
 from aiostream_kafka.structs import Record, TopicPartition
 
@@ -116,6 +117,7 @@ class Consumer:
         self._engine = FetchEngine(self._cluster, self.client_config, self.config)
         self._group: ConsumerGroup | None = None
         self._closed = False
+        self._close_task: asyncio.Future[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -138,18 +140,43 @@ class Consumer:
                 auto_commit_interval_ms=interval,
             )
 
-    async def close(self) -> None:
-        """Stop fetching, end every iterator, close the fetch sessions and connections.
-        Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+    async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
+        """Commit what is pending (``enable_auto_commit``, or staged by
+        :meth:`committing`), leave the group, stop fetching, end every iterator and close
+        the fetch sessions and connections. Idempotent; concurrent calls share one close.
+
+        ``timeout`` (seconds, default 30) bounds the graceful part (the final commit,
+        LeaveGroup, closing fetch sessions); what is left is then stopped and every
+        connection aborted, so close returns in about ``timeout`` even against a broker
+        that stopped reading. Cancelling the caller (``asyncio.timeout``, ``task.cancel()``,
+        a failing TaskGroup sibling) does not cut the cleanup short: it runs to its end
+        first, then the :class:`asyncio.CancelledError` is re-raised.
+        """
+        if self._close_task is None:
+            limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
+            self._closed = True
+            self._close_task = asyncio.ensure_future(self._close(limit))
+            self._close_task.add_done_callback(retrieve)
+        # _close bounds itself (its graceful part by ``timeout``, the rest by the
+        # connections' own flush limit).
+        await shielded(self._close_task, timeout=None, what="closing the consumer")
+
+    async def _close(self, timeout: float) -> None:  # noqa: ASYNC109
         try:
-            if self._group is not None:
-                await self._group.close()
+            async with asyncio.timeout(timeout):
+                if self._group is not None:
+                    await self._group.close()  # final commit and LeaveGroup
+                await self._engine.close()  # stops the fetchers, closes fetch sessions
+        except TimeoutError:
+            log.warning("consumer close: the final commit, LeaveGroup and fetch-session "
+                        "close did not finish within %.1f s; stopping now", timeout)  # fmt: skip
+        except KafkaError as exc:
+            log.warning("consumer close: %s", exc)
         finally:
             try:
-                await self._engine.close()
+                if self._group is not None:
+                    await self._group.stop()
+                await self._engine.stop()
             finally:
                 await self._cluster.close()
 

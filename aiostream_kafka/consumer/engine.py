@@ -22,14 +22,14 @@ drops its buffered data, ends its iterator, and any fetch in flight for it is ig
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from aiostream_kafka.cluster import Cluster
+from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.config import ClientConfig
-from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.errors import KafkaError, reraisable
 from aiostream_kafka.structs import TopicPartition
 
 from .config import ConsumerConfig
@@ -116,23 +116,21 @@ class FetchEngine:
         for ps in self.partitions.values():
             ps.wake()
 
+    async def stop(self) -> None:
+        """Stop every task and end every iterator (idempotent)."""
+        if not self.closed:
+            self.closed = True
+            # Revoking everything ends every iterator, even one in the middle of a chunk.
+            self.revoke(list(self.partitions))
+            self._wake_iterators()
+        await stop_tasks(list(self._tasks))
+
     async def close(self) -> None:
-        """Stop every task, wait for them, and close the fetch sessions (best effort)."""
+        """:meth:`stop`, then close the fetch sessions (best effort)."""
         if self.closed:
+            await self.stop()
             return
-        self.closed = True
-        # Revoking everything ends every iterator, even one in the middle of a chunk.
-        self.revoke(list(self.partitions))
-        self._wake_iterators()
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise asyncio.CancelledError
+        await self.stop()
         await self._close_sessions()
 
     async def _close_sessions(self) -> None:
@@ -145,7 +143,7 @@ class FetchEngine:
     def check_usable(self) -> None:
         """Raise the fatal error, or ConsumerStateError if never started."""
         if self.fatal is not None:
-            raise self.fatal
+            raise reraisable(self.fatal)
         if not self.started:
             raise ConsumerStateError(
                 "the consumer is not started: use 'async with Consumer(...)' or await start()"
@@ -350,7 +348,7 @@ class FetchEngine:
         buffer = self.buffer
         while True:
             if self.fatal is not None:
-                raise self.fatal
+                raise reraisable(self.fatal)
             if self.closed:
                 return None
             ps = buffer.next_ready()

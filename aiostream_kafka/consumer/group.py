@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.errors import CommitFailedError, ConfigError, KafkaError
 from aiostream_kafka.group.assignors import assignor_for
 from aiostream_kafka.group.coordinator import GroupConfig, GroupCoordinator, GroupState
@@ -144,16 +145,17 @@ class ConsumerGroup:
                 self._commit_loop(), name=f"group {self.coordinator.config.group_id} committer"
             )
 
+    async def stop(self) -> None:
+        """Stop the committer and the membership tasks without committing or leaving
+        (what :meth:`close` does when its time ran out). Idempotent."""
+        committer, self._committer = self._committer, None
+        await stop_tasks([committer])
+        await self.coordinator.stop()
+
     async def close(self, leave: bool | None = None) -> None:
         """Commit what is pending, give up the partitions and leave the group."""
         committer, self._committer = self._committer, None
-        if committer is not None:
-            committer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await committer
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise asyncio.CancelledError
+        await stop_tasks([committer])
         if self.subscribed:
             await self.coordinator.close(leave=leave)  # revokes: pending commits are flushed
 

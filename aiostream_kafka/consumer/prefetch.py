@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from aiostream_kafka.errors import ProtocolError
+from aiostream_kafka.errors import ProtocolError, reraisable
 from aiostream_kafka.protocol.records import HEADER_SIZE, RecordBatch
 from aiostream_kafka.structs import Record
 
@@ -280,7 +280,7 @@ class PrefetchBuffer:
                     self._on_room()
                 # Otherwise it stays: raised again on every attempt until a seek (or, for
                 # a failed partition, revocation) clears it; nobody waits silently on it.
-                raise item.error
+                raise reraisable(item.error)
             ps.queue.popleft()
             try:
                 records = decode_chunk(ps, item)

@@ -36,6 +36,7 @@ from typing import Protocol
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.errors import (
     CommitFailedError,
     ConfigError,
@@ -43,6 +44,7 @@ from aiostream_kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
     NetworkError,
+    reraisable,
 )
 from aiostream_kafka.group.assignors import Assignor, MemberSubscription
 from aiostream_kafka.net.pool import Lane
@@ -232,7 +234,7 @@ class GroupCoordinator:
         async with asyncio.timeout(timeout_s):
             while True:
                 if self.error is not None and self.state in (GroupState.FENCED, GroupState.FAILED):
-                    raise self.error
+                    raise reraisable(self.error)
                 if self.state is GroupState.STABLE and not self._rejoin.is_set():
                     return
                 async with self._changed:
@@ -245,20 +247,17 @@ class GroupCoordinator:
         async with self._changed:
             self._changed.notify_all()
 
+    async def stop(self) -> None:
+        """Stop the membership and heartbeat tasks, nothing else (idempotent)."""
+        self._closing = True
+        tasks, self._tasks = self._tasks, []
+        await stop_tasks(tasks)
+
     async def close(self, *, leave: bool | None = None) -> None:
         """Stop both tasks, give up the partitions (``partitions_revoked``) and leave the
         group. Static members (``group_instance_id``) do not leave unless ``leave=True``,
         so that a restart within the session timeout keeps their partitions."""
-        self._closing = True
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise asyncio.CancelledError
+        await self.stop()
         if self.owned and self.state not in (GroupState.FENCED, GroupState.FAILED):
             # Ownership ends after the listener: it commits what is pending for them.
             try:
@@ -652,7 +651,7 @@ class GroupCoordinator:
         if not offsets:
             return
         if self.state in (GroupState.FENCED, GroupState.FAILED) and self.error is not None:
-            raise self.error
+            raise reraisable(self.error)
         not_owned = sorted(tp for tp in offsets if tp not in self.owned)
         if not_owned:
             raise CommitFailedError(

@@ -17,6 +17,13 @@ Why the pieces are the way they are:
 * A request that times out leaves the connection with an answer owed that may never come,
   and every request behind it waits on it; like Kafka's Java client, the connection is
   closed, failing the others with a retriable :class:`NetworkError`.
+* The deadline covers the write too: a broker that stops reading fills the kernel buffers,
+  then ``drain()`` waits. A failed or timed-out connection is *aborted* (RST, buffered bytes
+  dropped), never closed gracefully, which would wait for the peer to read them: that wait
+  is the kernel's TCP give-up, minutes long.
+* Connecting tries every address a name resolves to, staggered (happy eyeballs, RFC 8305,
+  asyncio's own implementation: it keeps the asyncio streams this module is built on), so
+  one blackholed address does not eat the whole connect timeout.
 * Responses are decoded by the caller, not by the reader: a cancelled caller costs no
   decoding, and a malformed body fails only its own request.
 """
@@ -24,13 +31,14 @@ Why the pieces are the way they are:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import ssl as ssl_module
+import time
 from dataclasses import dataclass
 from typing import TypeVar
 
+from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -54,6 +62,11 @@ R = TypeVar("R", bound=Response)
 _UNSUPPORTED_VERSION = 35
 _READ_CHUNK = 256 * 1024
 _STREAM_LIMIT = 1024 * 1024
+# RFC 8305's recommended delay before the next address is tried in parallel.
+_HAPPY_EYEBALLS_DELAY_S = 0.25
+# How long a graceful close may take to flush what was written before the socket is
+# aborted instead.
+_CLOSE_FLUSH_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +115,8 @@ class BrokerConnection:
         self._correlation_ids = itertools.count(1)
         self._slots = asyncio.Semaphore(settings.max_in_flight)
         self._closed: KafkaError | None = None
+        # monotonic time of the last request (the pool closes connections idle too long)
+        self.last_used = time.monotonic()
 
     def __repr__(self) -> str:
         node = f" node {self.node_id}" if self.node_id is not None else ""
@@ -124,6 +139,13 @@ class BrokerConnection:
     def in_flight(self) -> int:
         """Requests written whose response has not been read yet."""
         return len(self._pending)
+
+    @property
+    def finished(self) -> bool:
+        """True once the connection is closed and its reader task has ended: nothing of it
+        is left to await."""
+        task = self._reader_task
+        return self._closed is not None and (task is None or task.done())
 
     @classmethod
     async def open(
@@ -156,6 +178,8 @@ class BrokerConnection:
                     ssl=ctx,
                     server_hostname=self.host if ctx is not None else None,
                     limit=_STREAM_LIMIT,
+                    happy_eyeballs_delay=_HAPPY_EYEBALLS_DELAY_S,
+                    interleave=1,
                 )
         except TimeoutError:
             raise KafkaTimeoutError(
@@ -259,31 +283,41 @@ class BrokerConnection:
             self._pending[correlation_id] = _Pending(api_key, version, future)
         else:
             self._slots.release()
+        self.last_used = time.monotonic()
         writer = self._writer
         assert writer is not None
+        timeout_s = (
+            timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms
+        ) / 1000
+        # One deadline for writing and for the answer: a broker that stopped reading
+        # blocks drain() just as one that stopped answering blocks the future.
+        writing = True
         try:
-            writer.write(frame)
-            await writer.drain()
+            async with asyncio.timeout(timeout_s):
+                writer.write(frame)
+                await writer.drain()
+                writing = False
+                if future is None:
+                    return None  # type: ignore[return-value]  # documented: no answer for acks=0
+                payload = await future
+        except TimeoutError:
+            name = API_NAMES.get(api_key, str(api_key))
+            what = "could not be written" if writing else "got no response"
+            timeout_error = KafkaTimeoutError(
+                f"{name} request to {self.description} {what} within "
+                f"{timeout_s * 1000:.0f} ms; the connection is aborted"
+            )
+            self._fail(NetworkError(f"a {name} request timed out on this connection"))
+            raise timeout_error from None
         except (OSError, RuntimeError) as exc:
             error = NetworkError(f"writing to {self.description} failed: {exc}")
             self._fail(error)
             raise error from exc
-        if future is None:
-            return None  # type: ignore[return-value]  # documented: no response for acks=0
-        timeout_s = (
-            timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms
-        ) / 1000
-        try:
-            async with asyncio.timeout(timeout_s):
-                payload = await future
-        except TimeoutError:
-            name = API_NAMES.get(api_key, str(api_key))
-            timeout_error = KafkaTimeoutError(
-                f"{name} request to {self.description} got no response within "
-                f"{timeout_s * 1000:.0f} ms; the connection is closed"
-            )
-            self._fail(NetworkError(f"a {name} request timed out on this connection"))
-            raise timeout_error from None
+        finally:
+            # The caller no longer waits for this future: whatever completes it later (the
+            # answer, or the connection failing) must not leave an unretrieved exception.
+            if future is not None and not future.done():
+                future.cancel()
         return decode_response(api_key, version, payload)[1]
 
     async def _read_loop(self) -> None:
@@ -304,6 +338,9 @@ class BrokerConnection:
             self._fail(exc if isinstance(exc, NetworkError) else _as_network_error(exc, self))
         except OSError as exc:
             self._fail(NetworkError(f"connection to {self.description} lost: {exc}"))
+        except Exception as exc:  # a bug: fail the requests rather than leave them hanging
+            log.exception("%s: the reader task failed", self)
+            self._fail(_as_network_error(KafkaError(repr(exc)), self))
 
     def _dispatch(self, frame: bytes) -> None:
         correlation_id = peek_correlation_id(frame)
@@ -317,8 +354,12 @@ class BrokerConnection:
         if not pending.future.done():  # else its caller was cancelled: drop the response
             pending.future.set_result(frame)
 
-    def _fail(self, error: KafkaError) -> None:
-        """Mark the connection dead, fail every in-flight request, close the socket."""
+    def _fail(self, error: KafkaError, *, graceful: bool = False) -> None:
+        """Mark the connection dead and fail every in-flight request with ``error``.
+
+        The socket is aborted (buffered bytes dropped) unless ``graceful``: then it is
+        closed after what was written is flushed (:meth:`close` bounds that wait).
+        """
         if self._closed is None:
             self._closed = error
             if self._pending:
@@ -331,21 +372,40 @@ class BrokerConnection:
         if self._writer is not None:
             # The reader task sees the end of the stream and returns by itself; close()
             # awaits it.
-            self._writer.close()
+            transport = self._writer.transport
+            if graceful:
+                transport.close()
+            else:
+                transport.abort()
+
+    def abandon(self, error: KafkaError) -> None:
+        """Close without waiting: fail what is in flight with ``error`` and close the socket
+        once what was written is flushed; the reader task ends by itself (``finished``)."""
+        self._fail(error, graceful=True)
 
     async def close(self) -> None:
-        """Close the connection; in-flight requests fail with :class:`NetworkError`."""
-        self._fail(NetworkError(f"connection to {self.description} closed by the client"))
-        task, self._reader_task = self._reader_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-            if (current := asyncio.current_task()) is not None and current.cancelling():
-                raise asyncio.CancelledError
-        if self._writer is not None:
-            with contextlib.suppress(OSError, ssl_module.SSLError):
-                await self._writer.wait_closed()
+        """Close the connection; in-flight requests fail with :class:`NetworkError`.
+
+        What was written is flushed for at most a second, then the socket is aborted, so
+        close is bounded even when the broker stopped reading. Cancelling ``close`` still
+        ends the reader task (then re-raises)."""
+        self._fail(
+            NetworkError(f"connection to {self.description} closed by the client"), graceful=True
+        )
+        writer, flushed = self._writer, False
+        try:
+            if writer is not None:
+                try:
+                    async with asyncio.timeout(_CLOSE_FLUSH_S):
+                        await writer.wait_closed()
+                    flushed = True
+                except (TimeoutError, OSError, ssl_module.SSLError):
+                    pass
+        finally:
+            if writer is not None and not flushed:
+                writer.transport.abort()
+            task, self._reader_task = self._reader_task, None
+            await stop_tasks([task])
 
 
 def _as_network_error(exc: KafkaError, conn: BrokerConnection) -> NetworkError:

@@ -7,6 +7,12 @@ broker therefore gets up to one connection per :class:`Lane`, opened on first us
 A lost connection is replaced on next use. Failed attempts to reach an address back off
 exponentially (``reconnect_backoff_ms`` doubling up to ``reconnect_backoff_max_ms``, with
 ±20% jitter so that many clients do not reconnect in step, as Kafka's Java client does).
+
+Over a long life the pool stays bounded: a connection with nothing in flight that was not
+used for ``connections_max_idle_ms`` is closed (Kafka's ``connections.max.idle.ms``, 9
+minutes by default, below the broker's 10 so that the client, not the broker, ends it), and
+a dead connection is dropped as soon as its reader task has ended. Both checks run on
+:meth:`get`, at most once a second, so an idle client needs no task of its own for them.
 """
 
 from __future__ import annotations
@@ -17,10 +23,13 @@ import logging
 import random
 import time
 
-from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.errors import KafkaError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection, ConnectionSettings
 
 log = logging.getLogger(__name__)
+
+_SWEEP_INTERVAL_S = 1.0
 
 
 class Lane(enum.Enum):
@@ -51,10 +60,13 @@ class ConnectionPool:
         *,
         reconnect_backoff_ms: int = 50,
         reconnect_backoff_max_ms: int = 1000,
+        connections_max_idle_ms: int = 540_000,
     ) -> None:
         self.settings = settings
         self.reconnect_backoff_ms = reconnect_backoff_ms
         self.reconnect_backoff_max_ms = reconnect_backoff_max_ms
+        self.max_idle_s = connections_max_idle_ms / 1000
+        self._next_sweep = time.monotonic() + _SWEEP_INTERVAL_S
         self._conns: dict[tuple[str, int, Lane], BrokerConnection] = {}
         self._locks: dict[tuple[str, int, Lane], asyncio.Lock] = {}
         self._backoff: dict[tuple[str, int], _Backoff] = {}
@@ -91,7 +103,14 @@ class ConnectionPool:
         key = (host, port, lane)
         conn = self._conns.get(key)
         if conn is not None and not conn.closed:
-            return conn
+            now = time.monotonic()
+            if now < self._next_sweep:
+                conn.last_used = now
+                return conn
+            self._sweep(now)
+            if not conn.closed:
+                conn.last_used = now
+                return conn
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if self._closed:
@@ -119,26 +138,40 @@ class ConnectionPool:
 
     def _retire(self, key: tuple[str, int, Lane], conn: BrokerConnection) -> None:
         self._conns.pop(key, None)
-        self._dead.append(conn)
+        if not conn.finished:
+            self._dead.append(conn)
         self._record_failure(key[0], key[1])
+
+    def _sweep(self, now: float) -> None:
+        """Close connections idle for longer than ``connections_max_idle_ms``; forget dead
+        ones whose reader task has ended (the others wait in ``_dead`` for :meth:`close`)."""
+        self._next_sweep = now + _SWEEP_INTERVAL_S
+        for key, conn in list(self._conns.items()):
+            if conn.closed:
+                self._retire(key, conn)
+            elif not conn.in_flight and now - conn.last_used > self.max_idle_s:
+                log.debug("closing %s: idle for %.0f s", conn, now - conn.last_used)
+                conn.abandon(NetworkError(f"{conn.description}: closed after being idle"))
+                self._conns.pop(key, None)
+                self._dead.append(conn)
+        self._dead = [c for c in self._dead if not c.finished]
 
     def connections(self) -> list[BrokerConnection]:
         """The connections currently held (open or not yet noticed dead)."""
         return list(self._conns.values())
 
-    async def reap(self) -> None:
-        """Await the reader tasks of connections that died and were replaced."""
-        dead, self._dead = self._dead, []
-        for conn in dead:
-            await conn.close()
-
     async def close(self) -> None:
-        """Close every connection and await its reader task."""
+        """Close every connection and await its reader task. Bounded: each connection
+        flushes for at most a second before it is aborted."""
         self._closed = True
         conns = list(self._conns.values()) + self._dead
         self._conns.clear()
         self._dead = []
-        results = await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
-        for result in results:
-            if isinstance(result, asyncio.CancelledError):
-                raise result
+        if not conns:
+            return
+        closers = [asyncio.ensure_future(c.close()) for c in conns]
+        # stop_tasks would cancel them: wait for them instead, then stop what is left.
+        try:
+            await asyncio.wait(closers)
+        finally:
+            await stop_tasks(closers)

@@ -87,6 +87,10 @@ class StickyPartitioner:
             current = self._choose(topic, partitions, available, None)
         return current
 
+    def forget(self, topic: str) -> None:
+        """Drop the state of ``topic`` (no longer produced to)."""
+        self._current.pop(topic, None)
+
     def next_partition(
         self, topic: str, partitions: int, available: list[int] | None = None
     ) -> int:

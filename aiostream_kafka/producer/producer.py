@@ -18,6 +18,7 @@ from typing import Any
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
+from aiostream_kafka.concurrency import retrieve, shielded, stop_tasks
 from aiostream_kafka.config import ClientConfig, split_client_options
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError
 from aiostream_kafka.producer.accumulator import (
@@ -129,7 +130,7 @@ class Producer:
             and config.batch_size <= min(65536, self._size_check_from * 9 // 10)
         )
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._cluster = Cluster(self.client_config)
+        self._cluster = Cluster(self.client_config, expire_idle_topics=True)
         self._pool = BufferPool(config.buffer_memory)
         self._partitioner = StickyPartitioner()
         self._sticky: dict[str, Any] = {}  # topic -> the batch keyless records stick to
@@ -139,7 +140,7 @@ class Producer:
         self._sender_task: asyncio.Task[None] | None = None
         self._state = "new"  # new -> running (-> failed) -> closing -> closed
         self._failure: BaseException | None = None
-        self._close_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Future[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -161,11 +162,17 @@ class Producer:
             self.config.batch_size, self.config.delivery_timeout_ms, self._pool, loop
         )
         self._sender = Sender(self._cluster, self._accumulator, self.config, self._idempotence)
+        self._sender.on_topics_expired = self._forget_topics
         self._sender_task = asyncio.create_task(
             self._sender.run(), name="aiostream-kafka producer sender"
         )
         self._sender_task.add_done_callback(self._sender_done)
         self._state = "running"
+
+    def _forget_topics(self, topics: set[str]) -> None:
+        for topic in topics:
+            self._sticky.pop(topic, None)
+            self._partitioner.forget(topic)
 
     def _sender_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or self._state != "running":
@@ -201,12 +208,17 @@ class Producer:
 
         With ``timeout`` (seconds), records not acknowledged by then fail with
         :class:`ProducerClosedError`; without one, delivery is bounded by
-        ``delivery_timeout_ms`` per record. Idempotent; concurrent calls share one close.
-        Cancelling ``close`` still releases every task and connection (then re-raises).
+        ``delivery_timeout_ms`` per record. Then the tasks stop and every connection is
+        closed (flushed for at most a second, then aborted), so close is bounded even when
+        a broker stopped reading. Idempotent; concurrent calls share one close. Cancelling
+        the caller does not cut the close short: the records left fail with
+        :class:`ProducerClosedError`, every task and connection is released, then the
+        :class:`asyncio.CancelledError` is re-raised.
         """
         if self._close_task is None:
-            self._close_task = asyncio.create_task(self._close(timeout))
-        await asyncio.shield(self._close_task)
+            self._close_task = asyncio.ensure_future(self._close(timeout))
+            self._close_task.add_done_callback(retrieve)
+        await shielded(self._close_task, timeout=None, what="closing the producer")
 
     async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
         started = self._state == "running"
@@ -234,13 +246,13 @@ class Producer:
                         "record was acknowledged"
                     ),
                 )
-            if sender is not None:
-                await sender.stop()
-            if self._sender_task is not None:
-                self._sender_task.cancel()
-                await asyncio.gather(self._sender_task, return_exceptions=True)
-            await self._cluster.close()
-            self._state = "closed"
+            try:
+                if sender is not None:
+                    await sender.stop()
+                await stop_tasks([self._sender_task])
+            finally:
+                await self._cluster.close()
+                self._state = "closed"
 
     @property
     def closed(self) -> bool:

@@ -30,11 +30,12 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
+from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import Lane
@@ -119,6 +120,11 @@ class Sender:
         self._last_refresh = 0.0
         self._rotation = 0
         self._sent = False
+        # KIP-526: topics not sent to for metadata_max_idle_ms are forgotten, checked this
+        # often; on_topics_expired lets the producer drop its own per-topic state.
+        self._prune_every_s = min(30.0, cluster.config.metadata_max_idle_ms / 4000)
+        self._prune_at = time.monotonic() + self._prune_every_s
+        self.on_topics_expired: Callable[[set[str]], None] | None = None
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -159,10 +165,7 @@ class Sender:
         for extra in (self._metadata_task, self._pid_task):
             if extra is not None:
                 tasks.append(extra)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await stop_tasks(tasks)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro)
@@ -178,6 +181,8 @@ class Sender:
     def _run_once(self, now: float) -> float | None:
         acc = self.acc
         self._expire(now)
+        if now >= self._prune_at:
+            self._prune(now)
         idem = self.idem
         if idem is not None and (not idem.has_producer_id or idem.bump_reason is not None):
             if self.in_flight:
@@ -277,6 +282,7 @@ class Sender:
         size = 0
         taken: dict[tuple[str, int], ProducerBatch] = {}
         by_topic: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
+        now = time.monotonic()
         for tp in tps:
             dq = acc.batches[tp]
             head = dq[0]
@@ -307,6 +313,7 @@ class Sender:
             parts = by_topic.get(tp.topic)
             if parts is None:
                 parts = by_topic[tp.topic] = []
+                self.cluster.touch(tp.topic, now)
             parts.append(ProduceRequest.PartitionProduceData(index=tp.partition, records=payload))
         topics = self.cluster.snapshot.topics
         request = ProduceRequest(
@@ -529,6 +536,32 @@ class Sender:
             idem.request_bump(f"a sequenced batch of {batch.tp} failed: {error}")
         batch.fail(error)
         self.acc.finish(batch)
+
+    def _prune(self, now: float) -> None:
+        """Forget the state of topics not sent to for ``metadata_max_idle_ms``: their
+        metadata, their empty per-partition queues, and, for topics the metadata says are
+        gone, their idempotence sequences (the broker dropped its side with the log; for a
+        topic that still exists the sequences must stay, or its next batch would be out of
+        order)."""
+        self._prune_at = now + self._prune_every_s
+        snapshot = self.cluster.snapshot
+        acc, idem = self.acc, self.idem
+        for tp, dq in acc.batches.items():
+            if dq:  # waiting batches keep their topic alive (a leader may be unknown)
+                self.cluster.touch(tp.topic, now)
+        expired = self.cluster.expire_idle_topics()
+        if not expired:
+            return
+        for tp in [tp for tp, dq in acc.batches.items() if not dq and tp.topic in expired]:
+            del acc.batches[tp]
+            if idem is not None:
+                meta = snapshot.topics.get(tp.topic)
+                state = idem.partitions.get(tp)
+                gone = meta is None or meta.error_code != 0
+                if gone and state is not None and not state.in_flight:
+                    del idem.partitions[tp]
+        if self.on_topics_expired is not None:
+            self.on_topics_expired(expired)
 
     def fail_batches(self, batches: Iterable[ProducerBatch], error: KafkaError) -> None:
         """Fail ``batches`` (queued or in flight) with ``error`` (used by close)."""

@@ -42,6 +42,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
+from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.pool import Lane
@@ -70,7 +71,7 @@ _STALLS_AT_END = 3
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
-class _Retry(Exception):
+class _Retry(KafkaError):
     """This fetch got nothing usable; back off and fetch again from the same position."""
 
 
@@ -154,16 +155,8 @@ class RangeFetcher:
                     if batch is not None:
                         yield batch
         finally:
-            if pending is not None:
-                pending.cancel()
-                try:
-                    await pending
-                except asyncio.CancelledError:
-                    current = asyncio.current_task()
-                    if current is not None and current.cancelling():
-                        raise  # we are being cancelled ourselves, not just the prefetch
-                except Exception:
-                    pass  # the prefetched answer is not needed any more
+            # The prefetched answer is not needed any more.
+            await stop_tasks([pending])
 
     def _timeout(self) -> KafkaTimeoutError:
         tp = self.tp

@@ -1,0 +1,132 @@
+"""Structured-concurrency helpers: who owns a task, and cleanup that outlives a cancel.
+
+Two rules hold everywhere in the client, and these helpers are the only place they are
+written down as code:
+
+* **Every background task has an owner that awaits it.** An owner stops its tasks with
+  :func:`stop_tasks`: cancel, wait (bounded), retrieve every result so that asyncio never
+  logs "Task exception was never retrieved".
+* **Cleanup that must run runs, even when the caller is cancelled.** A final commit, a
+  LeaveGroup, failing the futures of pending records and aborting sockets are what keep a
+  cancelled consumer from freezing its partitions for ``session_timeout_ms``.
+  :func:`shielded` runs such cleanup to its end (bounded by a timeout) and re-raises the
+  caller's cancellation afterwards.
+
+Why not ``anyio.CancelScope(shield=True)``: under asyncio, anyio shields a task from anyio's
+own scopes, but the cancellations users actually send -- ``asyncio.timeout``,
+``wait_for``, ``task.cancel()``, a failing ``asyncio.TaskGroup`` sibling -- are native
+``Task.cancel()`` calls that reach through it. And not the usual hand-written pattern
+("cancel, suppress CancelledError, then re-raise if ``current_task().cancelling()``"):
+``cancelling()`` stays non-zero while an *outer* ``asyncio.timeout`` is unwinding, so that
+pattern mistakes the expired timeout for a fresh cancel and skips the rest of the cleanup
+(the bug of issue 15). Here the helper notes the cancellations it actually absorbed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Iterable
+from typing import Any, TypeVar
+
+from aiostream_kafka.errors import KafkaError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# What close() gives its graceful part (final commit, LeaveGroup, delivering what is
+# buffered) by default, as Kafka's Java consumer does.
+DEFAULT_CLOSE_TIMEOUT_S = 30.0
+
+# How long a task gets to finish after being cancelled before it is given up on (and
+# logged): our tasks handle cancellation at once; this only bounds a bug.
+CANCEL_GRACE_S = 5.0
+
+
+async def _wait_absorbing(
+    tasks: set[asyncio.Future[Any]], timeout: float | None  # noqa: ASYNC109 -- absorbs cancels
+) -> tuple[bool, set[asyncio.Future[Any]]]:
+    """Wait until every task is done or ``timeout`` passes, absorbing cancellations of the
+    caller. Return (whether the caller was cancelled meanwhile, the tasks not done)."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    cancelled = False
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        remaining = None if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            break
+        try:
+            _, pending = await asyncio.wait(pending, timeout=remaining)
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled, pending
+
+
+def retrieve(task: asyncio.Future[Any], what: str | None = None) -> BaseException | None:
+    """Mark ``task``'s outcome as retrieved and log its error (a Kafka error quietly: its
+    owner saw it already). Returns the error. Usable as a done callback."""
+    if what is None:
+        what = task.get_name() if isinstance(task, asyncio.Task) else repr(task)
+    if task.cancelled():
+        return None
+    exc = task.exception()
+    if isinstance(exc, KafkaError):
+        log.debug("%s ended with %r", what, exc)
+    elif exc is not None:
+        log.error("%s failed", what, exc_info=exc)
+    return exc
+
+
+async def stop_tasks(
+    tasks: Iterable[asyncio.Future[Any] | None], *, grace_s: float = CANCEL_GRACE_S
+) -> None:
+    """Cancel ``tasks`` and wait for all of them to finish, at most ``grace_s``.
+
+    Errors they end with (other than cancellation) are logged, never left unretrieved.
+    If the caller is cancelled while waiting, the wait still completes, then the
+    :class:`asyncio.CancelledError` is re-raised.
+    """
+    owned = {t for t in tasks if t is not None}
+    for task in owned:
+        task.cancel()
+    cancelled, stuck = await _wait_absorbing(set(owned), grace_s)
+    for task in owned - stuck:
+        retrieve(task)
+    for task in stuck:
+        log.error("%r did not stop within %.1f s of being cancelled", task, grace_s)
+        task.add_done_callback(retrieve)
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+async def shielded(aw: Awaitable[T], *, timeout: float | None, what: str) -> T | None:  # noqa: ASYNC109
+    """Run ``aw`` to completion even if the caller is cancelled, for at most ``timeout``
+    seconds (None: no bound of its own).
+
+    Returns its result, or None when it ran out of time (it is then cancelled, and a
+    warning names ``what``). Its exception is raised, unless the caller was cancelled:
+    then the exception is logged and :class:`asyncio.CancelledError` is re-raised once
+    the cleanup is over.
+    """
+    task: asyncio.Future[T] = asyncio.ensure_future(aw)
+    cancelled, pending = await _wait_absorbing({task}, timeout)
+    if pending:
+        log.warning("%s did not finish within %.1f s; giving up on it", what, timeout or 0.0)
+        task.cancel()
+        more, _ = await _wait_absorbing({task}, CANCEL_GRACE_S)
+        cancelled = cancelled or more
+        if not task.done():
+            task.add_done_callback(retrieve)
+    if task.done():
+        if cancelled:
+            retrieve(task, what)
+        elif not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                raise exc
+            return task.result()
+    if cancelled:
+        raise asyncio.CancelledError
+    return None
