@@ -113,7 +113,8 @@ class Cluster:
             self._last_used[topic] = now
 
     def expire_idle_topics(self) -> set[str]:
-        """Untrack and return the topics not used for ``metadata_max_idle_ms``."""
+        """Untrack and return the topics not used for ``metadata_max_idle_ms``. Their owner
+        (the producer's sender) calls this, so that it learns which state to drop."""
         if self._last_used is None:
             return set()
         horizon = time.monotonic() - self.config.metadata_max_idle_ms / 1000
@@ -139,7 +140,6 @@ class Cluster:
                 now = time.monotonic()
                 for topic in topics:
                     self._last_used[topic] = now
-        self.expire_idle_topics()
         wanted: frozenset[str] | None = _ALL if all_topics else frozenset(self._tracked)
         while True:
             current = self._refresh
