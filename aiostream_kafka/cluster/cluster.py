@@ -235,8 +235,9 @@ class Cluster:
                 if bootstrapping:
                     raise BootstrapError(
                         f"no bootstrap server answered within {timeout_ms} ms "
-                        f"(bootstrap_timeout_ms) (tried {tried or 'nothing'}). Check bootstrap_servers "
-                        "(host and port of the listener for this security_protocol) and that "
+                        f"(bootstrap_timeout_ms) (tried {tried or 'nothing'}). Check "
+                        "bootstrap_servers (host and port of the listener for this "
+                        "security_protocol) and that "
                         "the brokers are up and reachable from here.",
                         {f"{h}:{p}": why for (h, p), why in failures.items()},
                     )
