@@ -35,6 +35,7 @@ from aiostream_kafka.consumer import (
 from aiostream_kafka.errors import (
     BootstrapError,
     BrokerUnavailableError,
+    ClientClosedError,
     CommitFailedError,
     ConfigError,
     CorruptRecordError,
@@ -56,6 +57,9 @@ from aiostream_kafka.structs import (
     TopicPartition,
 )
 
+# The name the wave-2 API uses for Kafka's SASL_AUTHENTICATION_FAILED (error 58).
+SaslAuthenticationError = SaslAuthenticationFailedError  # noqa: F405
+
 _OWN_ERRORS = {"CorruptRecordError", "KafkaTimeoutError", "NetworkError", "UnsupportedVersionError"}
 
 __all__ = [
@@ -63,6 +67,7 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "BootstrapError",
+    "ClientClosedError",
     "BrokerDescription",
     "BrokerUnavailableError",
     "ClusterDescription",
@@ -96,6 +101,7 @@ __all__ = [
     "Record",
     "RecordDeserializationError",
     "RecordMetadata",
+    "SaslAuthenticationError",
     "TLSHandshakeError",
     "TimestampType",
     "TopicDeletedError",

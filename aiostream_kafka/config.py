@@ -15,6 +15,7 @@ from typing import Any
 from aiostream_kafka import __version__
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.net.connection import ConnectionSettings
+from aiostream_kafka.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, create_mechanism
 
 Address = tuple[str, int]
 
@@ -57,6 +58,38 @@ def parse_bootstrap_servers(value: str | Sequence[str]) -> list[Address]:
     return addresses
 
 
+_SASL_OPTIONS = (
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
+    "sasl_oauth_token_provider",
+)
+
+
+def _tls_context(
+    cafile: str | None,
+    certfile: str | None,
+    keyfile: str | None,
+    password: str | None,
+    check_hostname: bool,
+) -> ssl.SSLContext:
+    """A client TLS context: the system's trust store, or ``cafile`` (PEM); a client
+    certificate for mutual TLS when ``certfile`` is given."""
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+        if certfile is not None:
+            context.load_cert_chain(certfile, keyfile, password)
+        elif keyfile is not None:
+            raise ConfigError("ssl_keyfile is set without ssl_certfile")
+    except (OSError, ssl.SSLError) as exc:
+        # Never the password: only which file and why.
+        raise ConfigError(f"cannot load the TLS files ({type(exc).__name__}: {exc})") from None
+    context.check_hostname = check_hostname
+    if not check_hostname:
+        context.verify_mode = ssl.CERT_REQUIRED  # the certificate is still verified
+    return context
+
+
 def _positive_int(name: str, value: Any, *, allow_zero: bool = False) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be an int, got {value!r}")
@@ -87,8 +120,18 @@ class ClientConfig:
     connections_max_idle_ms: int = 540_000
     security_protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = field(default=None, repr=False)
+    sasl_oauth_token_provider: Any = field(default=None, repr=False)
     max_pipelined_requests: int = 100
     addresses: list[Address] = field(init=False, default_factory=list)
+    sasl: Any = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.addresses = parse_bootstrap_servers(self.bootstrap_servers)
@@ -114,19 +157,69 @@ class ClientConfig:
                 f"reconnect_backoff_max_ms ({self.reconnect_backoff_max_ms}) must be >= "
                 f"reconnect_backoff_ms ({self.reconnect_backoff_ms})"
             )
+        self._check_security()
+
+    def _check_security(self) -> None:
         protocol = str(self.security_protocol).upper()
-        if protocol not in ("PLAINTEXT", "SSL"):
+        if protocol not in SECURITY_PROTOCOLS:
             raise ConfigError(
-                f"security_protocol must be 'PLAINTEXT' or 'SSL', got {self.security_protocol!r}"
-                " (SASL comes later)"
+                f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+                f"got {self.security_protocol!r}"
             )
         self.security_protocol = protocol
-        if protocol == "SSL" and self.ssl_context is None:
-            self.ssl_context = ssl.create_default_context()
+        uses_tls = protocol in ("SSL", "SASL_SSL")
+        uses_sasl = protocol.startswith("SASL_")
+        files = {
+            "ssl_cafile": self.ssl_cafile,
+            "ssl_certfile": self.ssl_certfile,
+            "ssl_keyfile": self.ssl_keyfile,
+        }
+        given = [name for name, value in files.items() if value is not None]
         if self.ssl_context is not None and not isinstance(self.ssl_context, ssl.SSLContext):
             raise ConfigError(f"ssl_context must be an ssl.SSLContext, got {self.ssl_context!r}")
-        if protocol == "PLAINTEXT" and self.ssl_context is not None:
-            raise ConfigError("ssl_context is set but security_protocol is 'PLAINTEXT'; use 'SSL'")
+        if not uses_tls and (self.ssl_context is not None or given):
+            which = "ssl_context" if self.ssl_context is not None else given[0]
+            raise ConfigError(
+                f"{which} is set but security_protocol is {protocol!r}; use "
+                f"{'SASL_SSL' if uses_sasl else 'SSL'}"
+            )
+        if self.ssl_context is not None and given:
+            raise ConfigError(
+                f"give either ssl_context or {', '.join(given)}, not both (load the files into "
+                "your context yourself)"
+            )
+        if not isinstance(self.ssl_check_hostname, bool):
+            raise ConfigError(f"ssl_check_hostname must be a bool, got {self.ssl_check_hostname!r}")
+        if uses_tls and self.ssl_context is None:
+            self.ssl_context = _tls_context(
+                self.ssl_cafile,
+                self.ssl_certfile,
+                self.ssl_keyfile,
+                self.ssl_password,
+                self.ssl_check_hostname,
+            )
+        sasl_given = [name for name in _SASL_OPTIONS if getattr(self, name) is not None]
+        if not uses_sasl:
+            if sasl_given:
+                raise ConfigError(
+                    f"{sasl_given[0]} is set but security_protocol is {protocol!r}; use "
+                    "'SASL_PLAINTEXT' or 'SASL_SSL'"
+                )
+            return
+        mechanism = str(self.sasl_mechanism or "").upper()
+        if mechanism not in SASL_MECHANISMS:
+            raise ConfigError(
+                f"security_protocol={protocol} needs sasl_mechanism, one of "
+                f"{', '.join(SASL_MECHANISMS)}; got {self.sasl_mechanism!r} (GSSAPI/Kerberos "
+                "is not supported yet)"
+            )
+        self.sasl_mechanism = mechanism
+        self.sasl = create_mechanism(
+            mechanism,
+            username=self.sasl_plain_username,
+            password=self.sasl_plain_password,
+            token_provider=self.sasl_oauth_token_provider,
+        )
 
     def connection_settings(self) -> ConnectionSettings:
         """The per-connection settings derived from this config."""
@@ -136,6 +229,7 @@ class ClientConfig:
             connect_timeout_ms=self.socket_connection_setup_timeout_ms,
             max_in_flight=self.max_pipelined_requests,
             ssl_context=self.ssl_context,
+            sasl=self.sasl,
             client_software_version=__version__,
         )
 

@@ -74,6 +74,11 @@ class BootstrapError(KafkaTimeoutError):
         self.causes: dict[str, str] = dict(causes or {})
 
 
+class ClientClosedError(KafkaError):
+    """The client (Producer, Consumer or Admin) was closed: a call still running when
+    ``close()`` began, or made after it, fails with this. Not retriable."""
+
+
 class ConfigError(KafkaError, ValueError):
     """A configuration value is invalid. Raised before any network I/O."""
 
@@ -112,6 +117,7 @@ def reraisable(exc: BaseException) -> BaseException:
 __all__ = [
     "BootstrapError",
     "BrokerUnavailableError",
+    "ClientClosedError",
     "CommitFailedError",
     "ConfigError",
     "CorruptRecordError",

@@ -112,14 +112,55 @@ CLIENT_OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "security_protocol": (
         "",
-        '`"PLAINTEXT"` or `"SSL"` (TLS). SASL is not supported yet.',
+        '`"PLAINTEXT"`, `"SSL"` (TLS), `"SASL_PLAINTEXT"` or `"SASL_SSL"` (SASL'
+        " authentication, without or with TLS; see [Security](security.md)).",
     ),
     "ssl_context": (
         "",
-        "The `ssl.SSLContext` for `SSL` connections (certificates, client keys, protocol"
-        ' versions). With `security_protocol="SSL"` and no context,'
-        " `ssl.create_default_context()` is used; a context with `PLAINTEXT` is a"
-        " `ConfigError`.",
+        "The `ssl.SSLContext` for `SSL` and `SASL_SSL` connections. Without one, a context"
+        " is built from the system's trust store (or `ssl_cafile`, and `ssl_certfile` for"
+        " mutual TLS); giving both a context and the files is a `ConfigError`, and so is a"
+        " context with a protocol without TLS.",
+    ),
+    "ssl_cafile": (
+        "",
+        "PEM file of the certificate authorities to trust instead of the system's (Kafka's"
+        " `ssl.truststore.location` with a PEM truststore).",
+    ),
+    "ssl_certfile": (
+        "",
+        "PEM file of the client certificate (chain) for mutual TLS; its key is in it or in"
+        " `ssl_keyfile`.",
+    ),
+    "ssl_keyfile": ("", "PEM file of the client certificate's private key."),
+    "ssl_password": (
+        "",
+        "Password of an encrypted `ssl_keyfile`. Never shown in a repr or a message.",
+    ),
+    "ssl_check_hostname": (
+        "",
+        "Check that the broker's certificate names the host connected to. Turning it off"
+        " still verifies the certificate against the trusted authorities.",
+    ),
+    "sasl_mechanism": (
+        "",
+        '`"PLAIN"`, `"SCRAM-SHA-256"`, `"SCRAM-SHA-512"` or `"OAUTHBEARER"`; required with'
+        " `SASL_PLAINTEXT` and `SASL_SSL`. GSSAPI (Kerberos) is not supported yet.",
+    ),
+    "sasl_plain_username": (
+        "",
+        "User name for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API key).",
+    ),
+    "sasl_plain_password": (
+        "",
+        "Password for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API secret). Never shown"
+        " in a repr, log line or error message.",
+    ),
+    "sasl_oauth_token_provider": (
+        "",
+        "For `OAUTHBEARER`: an object with `async def token(self) -> str`, asked for a token"
+        " at every (re-)authentication; `aiostream_kafka.security."
+        "OAuthClientCredentialsProvider` is a ready OIDC client-credentials one (KIP-768).",
     ),
     "max_pipelined_requests": (
         "count",

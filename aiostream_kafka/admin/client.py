@@ -180,14 +180,23 @@ class Admin:
         topics: Collection[str] = (),
     ) -> T:
         """Run ``attempt`` until it succeeds, retrying retriable errors with back-off until
-        the timeout; refresh metadata (of ``topics`` too) between attempts."""
-        deadline = time.monotonic() + self._timeout_ms(timeout_ms) / 1000
+        the timeout; refresh metadata (of ``topics`` too) between attempts. The timeout
+        bounds the whole call, the attempt in progress and its metadata refresh included."""
+        limit_ms = self._timeout_ms(timeout_ms)
+        deadline = time.monotonic() + limit_ms / 1000
         backoff_ms = self.config.retry_backoff_ms
+        error: KafkaError | None = None
         while True:
             try:
-                return await attempt()
+                async with asyncio.timeout_at(_loop_deadline(deadline)):
+                    return await attempt()
+            except TimeoutError:
+                raise KafkaTimeoutError(
+                    f"{what} did not succeed within {limit_ms} ms"
+                    + (f"; last error: {type(error).__name__}: {error}" if error else "")
+                ) from error
             except _Retry as retry:
-                error: KafkaError = retry.cause
+                error = retry.cause
             except (NetworkError, KafkaTimeoutError) as exc:
                 error = exc
             except KafkaError as exc:
@@ -205,8 +214,9 @@ class Admin:
             if isinstance(error, ec.NotCoordinatorError | ec.CoordinatorNotAvailableError):
                 self._coordinators.clear()  # the coordinator moved: look it up again
             try:
-                await self._cluster.refresh(topics)
-            except KafkaTimeoutError:
+                async with asyncio.timeout_at(_loop_deadline(deadline)):
+                    await self._cluster.refresh(topics)
+            except (KafkaTimeoutError, TimeoutError):
                 pass  # the next attempt reports the real problem
 
     def _raise_first(
@@ -1015,3 +1025,8 @@ def _decode_assignment(raw: bytes | memoryview) -> list[TopicPartition]:
     return [
         TopicPartition(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions
     ]
+
+
+def _loop_deadline(deadline: float) -> float:
+    """``deadline`` (a ``time.monotonic()`` value) on the running loop's clock."""
+    return asyncio.get_running_loop().time() + (deadline - time.monotonic())

@@ -217,6 +217,8 @@ class Cluster:
                             timeout_ms=min(self.config.request_timeout_ms, remaining * 1000),
                         )
                 except (NetworkError, KafkaTimeoutError, TimeoutError) as exc:
+                    if isinstance(exc, KafkaError) and not exc.retriable:
+                        raise  # e.g. a TLS handshake refused: trying again cannot help
                     why = str(exc) or type(exc).__name__
                     failures[(host, port)] = why
                     if bootstrapping:

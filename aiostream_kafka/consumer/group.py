@@ -185,6 +185,9 @@ class ConsumerGroup:
         if self.on_lost is not None:
             await self.on_lost(partitions)
 
+    def member_failed(self, error: KafkaError) -> None:
+        self.engine.fail(error)
+
     def _forget(self, partitions: frozenset[TopicPartition]) -> None:
         self.engine.revoke(partitions)
         for tp in partitions:

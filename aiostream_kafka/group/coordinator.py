@@ -102,6 +102,10 @@ class AssignmentListener(Protocol):
 
     async def partitions_lost(self, partitions: frozenset[TopicPartition]) -> None: ...
 
+    def member_failed(self, error: KafkaError) -> None:
+        """The member stopped for good (fenced, not authorized, a fatal error): the
+        consumer's iterators must raise ``error`` rather than wait for records."""
+
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
@@ -343,9 +347,12 @@ class GroupCoordinator:
     async def _fail(self, error: KafkaError, state: GroupState) -> None:
         log.error("group %s: member %s stops: %s", self.config.group_id, self.member_id, error)
         lost, self.owned = self.owned, frozenset()
-        if lost:
-            await self._call_listener("partitions_lost", lost)
-        await self._set_state(state, error)
+        try:
+            if lost:
+                await self._call_listener("partitions_lost", lost)
+        finally:
+            await self._set_state(state, error)
+            self.listener.member_failed(error)
 
     async def _refresh_subscription(self) -> bool:
         """Re-evaluate the pattern against the cluster's topics; True if the set changed."""

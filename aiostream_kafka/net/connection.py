@@ -33,10 +33,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import random
 import ssl as ssl_module
 import time
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.errors import (
@@ -53,6 +54,14 @@ from aiostream_kafka.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecod
 from aiostream_kafka.protocol.headers import decode_response, encode_request, peek_correlation_id
 from aiostream_kafka.protocol.messages import API_NAMES
 from aiostream_kafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from aiostream_kafka.protocol.messages.sasl_authenticate import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+)
+from aiostream_kafka.protocol.messages.sasl_handshake import (
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from aiostream_kafka.protocol.versions import ApiVersionTable
 
 log = logging.getLogger(__name__)
@@ -60,6 +69,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R", bound=Response)
 
 _UNSUPPORTED_VERSION = 35
+_UNSUPPORTED_SASL_MECHANISM = 33
 _READ_CHUNK = 256 * 1024
 _STREAM_LIMIT = 1024 * 1024
 # RFC 8305's recommended delay before the next address is tried in parallel.
@@ -79,6 +89,8 @@ class ConnectionSettings:
     max_in_flight: int = 100
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     ssl_context: ssl_module.SSLContext | None = None
+    # A SaslMechanism (aiostream_kafka.security) for SASL_PLAINTEXT / SASL_SSL, else None.
+    sasl: Any = field(default=None, repr=False)
     client_software_name: str = "aiostream-kafka"
     client_software_version: str = "0.1.0.dev0"
 
@@ -117,6 +129,12 @@ class BrokerConnection:
         self._closed: KafkaError | None = None
         # monotonic time of the last request (the pool closes connections idle too long)
         self.last_used = time.monotonic()
+        # KIP-368: when to re-authenticate (monotonic), the task doing it, and the gate that
+        # holds new requests while it runs (the broker takes only SASL requests then).
+        self._reauth_at: float | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._gate: asyncio.Event | None = None
+        self.reauthentications = 0
 
     def __repr__(self) -> str:
         node = f" node {self.node_id}" if self.node_id is not None else ""
@@ -157,11 +175,16 @@ class BrokerConnection:
             NetworkError: the broker cannot be reached or the connection drops.
             KafkaTimeoutError: connecting took longer than ``connect_timeout_ms``.
             UnsupportedVersionError: the broker shares no ApiVersions version with us.
+            SaslAuthenticationFailedError: wrong credentials (not retriable).
+            UnsupportedSaslMechanismError: the broker does not enable ``sasl_mechanism``; the
+                message lists the ones it does.
         """
         conn = cls(host, port, settings, node_id)
         try:
             await conn._connect()
             await conn._negotiate()
+            if settings.sasl is not None:
+                await conn._authenticate()
         except BaseException:
             await conn.close()
             raise
@@ -231,6 +254,79 @@ class BrokerConnection:
             f"{self.description} supports no ApiVersions version this client speaks"
         )
 
+    async def _authenticate(self) -> None:
+        """SaslHandshake v1, then SaslAuthenticate round trips (KIP-152), as the mechanism
+        says. Schedules the KIP-368 re-authentication when the broker gives the session a
+        lifetime. Never logs the exchanged bytes: they hold the credentials."""
+        mechanism = self.settings.sasl
+        exchange = await mechanism.begin()
+        name = mechanism.name
+        handshake = await self.request(
+            SaslHandshakeRequest(mechanism=name), version=1, _authenticating=True
+        )
+        assert isinstance(handshake, SaslHandshakeResponse)
+        if handshake.error_code == _UNSUPPORTED_SASL_MECHANISM:
+            enabled = ", ".join(handshake.mechanisms) or "none"
+            raise error_from_code(
+                handshake.error_code,
+                f"{self.description} does not enable SASL mechanism {name} on this listener; "
+                f"it enables: {enabled}. Set sasl_mechanism to one of those.",
+            )
+        if handshake.error_code:
+            raise error_from_code(handshake.error_code, f"SaslHandshake with {self.description}")
+        auth_bytes: bytes | None = exchange.start()
+        response: SaslAuthenticateResponse | None = None
+        while auth_bytes is not None:
+            answer = await self.request(
+                SaslAuthenticateRequest(auth_bytes=auth_bytes), _authenticating=True
+            )
+            assert isinstance(answer, SaslAuthenticateResponse)
+            response = answer
+            if answer.error_code:
+                detail = answer.error_message or "no detail given"
+                raise error_from_code(
+                    answer.error_code,
+                    f"SASL {name} authentication with {self.description} failed: {detail}. "
+                    "Check the credentials (and the broker's users / ACLs for them).",
+                )
+            auth_bytes = exchange.step(answer.auth_bytes)
+        lifetime_ms = response.session_lifetime_ms if response is not None else 0
+        if lifetime_ms > 0:
+            # KIP-368: re-authenticate well before the broker ends the session, at a random
+            # point between 85% and 95% of its lifetime (as the Java client), so that many
+            # connections do not re-authenticate in step.
+            delay_s = lifetime_ms / 1000 * random.uniform(0.85, 0.95)
+            self._reauth_at = time.monotonic() + delay_s
+        else:
+            self._reauth_at = None
+        log.debug("%s: authenticated with SASL %s (session lifetime %d ms)", self, name,
+                  lifetime_ms)  # fmt: skip
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_at = None
+        self._gate = asyncio.Event()
+        self._reauth_task = asyncio.create_task(
+            self._reauthenticate(), name=f"aiostream-kafka re-authentication {self}"
+        )
+
+    async def _reauthenticate(self) -> None:
+        gate = self._gate
+        try:
+            await self._authenticate()
+            self.reauthentications += 1
+        except asyncio.CancelledError:
+            raise
+        except KafkaError as exc:
+            log.warning("%s: re-authentication failed: %s", self, exc)
+            self._fail(exc if isinstance(exc, NetworkError) else _as_network_error(exc, self))
+        except Exception as exc:  # a bug: do not leave the requests held at the gate
+            log.exception("%s: re-authentication failed", self)
+            self._fail(_as_network_error(KafkaError(repr(exc)), self))
+        finally:
+            self._gate = None
+            if gate is not None:
+                gate.set()
+
     def version_for(self, request_type: type[Request]) -> int:
         """Return the negotiated version of ``request_type`` for this broker.
 
@@ -247,6 +343,7 @@ class BrokerConnection:
         version: int | None = None,
         timeout_ms: float | None = None,
         expect_response: bool = True,
+        _authenticating: bool = False,
     ) -> Response:
         """Send ``request`` and return the broker's response, decoded.
 
@@ -263,6 +360,15 @@ class BrokerConnection:
         """
         if self._closed is not None:
             raise NetworkError(f"connection to {self.description} is closed: {self._closed}")
+        if not _authenticating:
+            if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+                self._start_reauthentication()
+            while self._gate is not None:  # held while the connection re-authenticates
+                await self._gate.wait()
+                if self._closed is not None:
+                    raise NetworkError(
+                        f"connection to {self.description} is closed: {self._closed}"
+                    )
         if version is None:
             version = self.version_for(type(request))
         api_key = request.API_KEY
@@ -301,6 +407,7 @@ class BrokerConnection:
                     return None  # type: ignore[return-value]  # documented: no answer for acks=0
                 payload = await future
         except TimeoutError:
+            _give_up(future)
             name = API_NAMES.get(api_key, str(api_key))
             what = "could not be written" if writing else "got no response"
             timeout_error = KafkaTimeoutError(
@@ -310,14 +417,12 @@ class BrokerConnection:
             self._fail(NetworkError(f"a {name} request timed out on this connection"))
             raise timeout_error from None
         except (OSError, RuntimeError) as exc:
+            _give_up(future)
             error = NetworkError(f"writing to {self.description} failed: {exc}")
             self._fail(error)
             raise error from exc
         finally:
-            # The caller no longer waits for this future: whatever completes it later (the
-            # answer, or the connection failing) must not leave an unretrieved exception.
-            if future is not None and not future.done():
-                future.cancel()
+            _give_up(future)
         return decode_response(api_key, version, payload)[1]
 
     async def _read_loop(self) -> None:
@@ -405,7 +510,15 @@ class BrokerConnection:
             if writer is not None and not flushed:
                 writer.transport.abort()
             task, self._reader_task = self._reader_task, None
-            await stop_tasks([task])
+            reauth, self._reauth_task = self._reauth_task, None
+            await stop_tasks([task, reauth])
+
+
+def _give_up(future: asyncio.Future[bytes] | None) -> None:
+    """The caller no longer waits for ``future``: cancel it, so that whatever would complete
+    it later (the answer, or the connection failing) leaves no unretrieved exception."""
+    if future is not None and not future.done():
+        future.cancel()
 
 
 def _as_network_error(exc: KafkaError, conn: BrokerConnection) -> NetworkError:

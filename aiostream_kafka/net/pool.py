@@ -24,7 +24,7 @@ import random
 import time
 
 from aiostream_kafka.concurrency import stop_tasks
-from aiostream_kafka.errors import KafkaError, NetworkError
+from aiostream_kafka.errors import ClientClosedError, KafkaError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection, ConnectionSettings
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class ConnectionPool:
 
         Raises:
             NetworkError, KafkaTimeoutError: the broker cannot be reached.
-            RuntimeError: the pool is closed.
+            ClientClosedError: the pool is closed.
         """
         key = (host, port, lane)
         conn = self._conns.get(key)
@@ -114,7 +114,7 @@ class ConnectionPool:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if self._closed:
-                raise RuntimeError("the connection pool is closed")
+                raise ClientClosedError("the client is closed: it opens no more connections")
             conn = self._conns.get(key)
             if conn is not None and not conn.closed:
                 return conn
@@ -131,7 +131,7 @@ class ConnectionPool:
             self._backoff.pop((host, port), None)
             if self._closed:  # closed while we connected
                 await conn.close()
-                raise RuntimeError("the connection pool is closed")
+                raise ClientClosedError("the client is closed: it opens no more connections")
             self._conns[key] = conn
             log.debug("opened %s for the %s lane", conn, lane.value)
             return conn

@@ -20,7 +20,7 @@ from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
 from aiostream_kafka.concurrency import retrieve, shielded, stop_tasks
 from aiostream_kafka.config import ClientConfig, split_client_options
-from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError
+from aiostream_kafka.errors import ClientClosedError, ConfigError, KafkaError, KafkaTimeoutError
 from aiostream_kafka.producer.accumulator import (
     PLAIN_OVERHEAD,
     Accumulator,
@@ -48,7 +48,7 @@ _time_ns = time.time_ns
 _TRANSIENT_TOPIC_ERRORS = frozenset({3, 5})
 
 
-class ProducerClosedError(KafkaError):
+class ProducerClosedError(ClientClosedError):
     """The producer is closed (or closing): it takes no more records; records it could
     not deliver before ``close(timeout)`` ran out fail with this error."""
 

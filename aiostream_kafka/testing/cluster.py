@@ -96,6 +96,20 @@ class KafkaCluster:
     (``tls_bootstrap_servers``) with a certificate from a throwaway CA that
     ``tls_client_context()`` trusts.
 
+    With ``sasl=True`` (local brokers only) every broker also has a ``SASL_PLAINTEXT``
+    listener (``sasl_plaintext_bootstrap_servers``) and, with ``tls=True`` as well, a
+    ``SASL_SSL`` one (``sasl_ssl_bootstrap_servers``, same test CA). Both offer the
+    mechanisms ``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512`` and ``OAUTHBEARER`` with the
+    users of :attr:`sasl_users` (``admin``, a super user, and ``alice``, who has no ACL);
+    OAUTHBEARER accepts unsigned JWS tokens (``alg: none``; see
+    :func:`aiostream_kafka.testing.sasl.unsecured_jwt`) whose ``sub`` claim is the user. The
+    ``StandardAuthorizer`` runs with ``allow.everyone.if.no.acl.found=false``: ``alice`` is
+    denied every topic and group until ACLs are created for ``User:alice``. The PLAINTEXT
+    listener (``bootstrap_servers``) keeps working as before: its principal ``ANONYMOUS``
+    is a super user. KIP-368 re-authentication can be switched on through
+    ``server_properties``, globally (``connections.max.reauth.ms``) or for one listener
+    and mechanism (``listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms``).
+
     With ``proxied=True`` (local brokers only) every broker advertises to clients the
     address of a :class:`~aiostream_kafka.testing.proxy.FaultProxy` in front of it
     (``cluster.proxy(node_id)``) and ``bootstrap_servers`` lists the proxies, so that all
@@ -114,12 +128,14 @@ class KafkaCluster:
         heap: str = "512m",
         proxied: bool = False,
         tls: bool = False,
+        sasl: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
         self.brokers = brokers
         self.proxied = proxied
         self.tls = tls
+        self.sasl = sasl
         self._proxies: dict[int, FaultProxy] = {}
         self.server_properties: dict[str, str] = dict(server_properties or {})
         self.start_timeout_s = start_timeout_s
@@ -134,6 +150,13 @@ class KafkaCluster:
             raise ValueError(
                 f"tls=True needs brokers run from local jars (source 'local'), not "
                 f"{self.source!r}: the harness writes their certificates"
+            )
+        if sasl and self.source != "local":
+            raise ValueError(
+                f"sasl=True needs brokers run from local jars (source 'local'), not "
+                f"{self.source!r}: the harness configures their SASL listeners, users and "
+                f"authorizer at format time; unset {ENV_BOOTSTRAP} and set "
+                f"{ENV_SOURCE}=local (or pass source='local')"
             )
         self._backend: _Backend | None = None
         self.startup_seconds: float | None = None
@@ -173,12 +196,66 @@ class KafkaCluster:
             raise RuntimeError("the cluster was started without tls=True")
         return backend.tls_bootstrap_servers
 
+    @property
+    def tls_ca_file(self) -> Path:
+        """The PEM file of the test CA (``tls=True``), for clients configured by path
+        (e.g. librdkafka's ``ssl.ca.location``)."""
+        backend = self._local_backend("tls_ca_file")
+        if backend.tls_material is None:
+            raise RuntimeError("the cluster was started without tls=True")
+        return backend.tls_material.ca_cert
+
     def tls_client_context(self) -> ssl.SSLContext:
         """An ``SSLContext`` that trusts the cluster's test CA (``tls=True``)."""
         backend = self._local_backend("tls_client_context")
         if backend.tls_material is None:
             raise RuntimeError("the cluster was started without tls=True")
         return backend.tls_material.client_context()
+
+    @property
+    def sasl_plaintext_bootstrap_servers(self) -> str:
+        """The addresses of the brokers' ``SASL_PLAINTEXT`` listeners (``sasl=True``)."""
+        backend = self._sasl_backend("sasl_plaintext_bootstrap_servers")
+        return backend.sasl_plaintext_bootstrap_servers
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """The addresses of the brokers' ``SASL_SSL`` listeners (``sasl=True, tls=True``);
+        their certificates are trusted by :meth:`tls_client_context`."""
+        backend = self._sasl_backend("sasl_ssl_bootstrap_servers")
+        if not backend.tls:
+            raise RuntimeError("the cluster was started with sasl=True but without tls=True")
+        return backend.sasl_ssl_bootstrap_servers
+
+    @property
+    def sasl_users(self) -> dict[str, str]:
+        """``{user: password}`` of the SASL users (``sasl=True``), valid for PLAIN and both
+        SCRAM mechanisms: ``admin`` (:attr:`sasl_super_user`) and ``alice`` (no ACL)."""
+        from aiostream_kafka.testing.local import SASL_USERS
+
+        if not self.sasl:
+            raise RuntimeError("the cluster was created without sasl=True")
+        return dict(SASL_USERS)
+
+    @property
+    def sasl_super_user(self) -> str:
+        """The SASL user the authorizer lets do everything (``"admin"``)."""
+        from aiostream_kafka.testing.local import SASL_SUPER_USER
+
+        return SASL_SUPER_USER
+
+    @property
+    def sasl_mechanisms(self) -> tuple[str, ...]:
+        """The mechanisms every SASL listener offers."""
+        from aiostream_kafka.testing.local import SASL_MECHANISMS
+
+        return SASL_MECHANISMS
+
+    def _sasl_backend(self, what: str) -> LocalKafkaCluster:
+        backend = self._local_backend(what)
+        if not backend.sasl:
+            raise RuntimeError("the cluster was started without sasl=True")
+        return backend
 
     def _local_backend(self, what: str) -> LocalKafkaCluster:
         from aiostream_kafka.testing.local import LocalKafkaCluster
@@ -259,6 +336,7 @@ class KafkaCluster:
                 heap=self.heap,
                 proxied=self.proxied,
                 tls=self.tls,
+                sasl=self.sasl,
             )
         else:
             raise ValueError(f"unknown source {self.source!r}")

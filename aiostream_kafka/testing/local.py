@@ -28,11 +28,29 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from aiostream_kafka.errors import BrokerUnavailableError
 from aiostream_kafka.testing import probe
 from aiostream_kafka.testing.jars import KAFKA_VERSION, ensure_kafka_jars, java_executable
 from aiostream_kafka.testing.tls import TlsMaterial, make_tls_material
+
+#: The SASL users of a ``sasl=True`` cluster: name -> password. ``admin`` is a super user;
+#: ``alice`` has no ACL, so the authorizer denies her every resource.
+SASL_USERS: Mapping[str, str] = MappingProxyType({"admin": "admin-secret", "alice": "alice-secret"})
+SASL_SUPER_USER = "admin"
+#: Every mechanism a SASL listener of the harness offers.
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+_SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+# Accepts unsigned JWS tokens (``alg: none``); the principal is the ``sub`` claim.
+_OAUTH_UNSECURED_VALIDATOR = (
+    "org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+    "OAuthBearerUnsecuredValidatorCallbackHandler"
+)
+_STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +139,9 @@ class _Node:
     internal_port: int | None = None
     # With tls=True: a second client listener speaking TLS.
     tls_port: int | None = None
+    # With sasl=True: SASL_PLAINTEXT, and SASL_SSL too when tls=True.
+    sasl_port: int | None = None
+    sasl_ssl_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
     log_handle: object | None = field(default=None, repr=False)
 
@@ -150,6 +171,49 @@ def _close_leftovers() -> None:
         cluster.close_now()
 
 
+def sasl_server_properties(listeners: list[str]) -> dict[str, str]:
+    """Broker properties for SASL listeners ``listeners`` (e.g. ``["SASL_PLAINTEXT"]``).
+
+    Every listener offers :data:`SASL_MECHANISMS`: PLAIN users are listed in its JAAS
+    configuration, SCRAM users are stored in the cluster metadata at format time
+    (:func:`scram_format_arguments`), OAUTHBEARER takes unsigned JWS tokens whose ``sub``
+    is the principal. The ``StandardAuthorizer`` denies what no ACL allows, except to the
+    super users: :data:`SASL_SUPER_USER` and ``ANONYMOUS``, the principal of the PLAINTEXT
+    listeners (the controller's, the brokers' own and the one other tests use).
+    """
+    plain_users = " ".join(f'user_{name}="{password}"' for name, password in SASL_USERS.items())
+    props = {
+        "sasl.enabled.mechanisms": ",".join(SASL_MECHANISMS),
+        "authorizer.class.name": _STANDARD_AUTHORIZER,
+        "super.users": f"User:{SASL_SUPER_USER};User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    for listener in listeners:
+        prefix = f"listener.name.{listener.lower()}"
+        props[f"{prefix}.plain.sasl.jaas.config"] = f"{_PLAIN_LOGIN} required {plain_users};"
+        for mechanism in _SCRAM_MECHANISMS:
+            props[f"{prefix}.{mechanism.lower()}.sasl.jaas.config"] = f"{_SCRAM_LOGIN} required;"
+        # The login module's options only matter if the broker itself logged in with it
+        # (inter-broker traffic stays on PLAINTEXT), but it must be configured.
+        props[f"{prefix}.oauthbearer.sasl.jaas.config"] = (
+            f'{_OAUTH_LOGIN} required unsecuredLoginStringClaim_sub="{SASL_SUPER_USER}";'
+        )
+        props[f"{prefix}.oauthbearer.sasl.server.callback.handler.class"] = (
+            _OAUTH_UNSECURED_VALIDATOR
+        )
+    return props
+
+
+def scram_format_arguments() -> list[str]:
+    """``kafka-storage format`` arguments creating every :data:`SASL_USERS` user for both
+    SCRAM mechanisms (the broker's default 4096 iterations)."""
+    args: list[str] = []
+    for mechanism in _SCRAM_MECHANISMS:
+        for name, password in SASL_USERS.items():
+            args += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
+    return args
+
+
 class LocalKafkaCluster:
     """``brokers`` Kafka JVMs on this machine. Use through :class:`KafkaCluster`."""
 
@@ -163,10 +227,12 @@ class LocalKafkaCluster:
         jvm_options: list[str] | None = None,
         proxied: bool = False,
         tls: bool = False,
+        sasl: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
         self.brokers = brokers
+        self.sasl = sasl
         self.server_properties = dict(server_properties or {})
         self.start_timeout_s = start_timeout_s
         self.heap = heap
@@ -208,6 +274,20 @@ class LocalKafkaCluster:
                 "ssl.keystore.location": str(self.tls_material.server_keystore),
                 "ssl.client.auth": "none",
             }
+        sasl_props: dict[str, str] = {}
+        if self.sasl:
+            sasl_listeners: list[str] = []
+            if node.sasl_port is not None:
+                sasl_listeners.append("SASL_PLAINTEXT")
+                listeners += f",SASL_PLAINTEXT://{HOST}:{node.sasl_port}"
+                advertised += f",SASL_PLAINTEXT://{HOST}:{node.sasl_port}"
+                protocols += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            if node.sasl_ssl_port is not None:
+                sasl_listeners.append("SASL_SSL")
+                listeners += f",SASL_SSL://{HOST}:{node.sasl_ssl_port}"
+                advertised += f",SASL_SSL://{HOST}:{node.sasl_ssl_port}"
+                protocols += ",SASL_SSL:SASL_SSL"
+            sasl_props = sasl_server_properties(sasl_listeners)
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -235,6 +315,7 @@ class LocalKafkaCluster:
             "broker.session.timeout.ms": "6000",
             "broker.heartbeat.interval.ms": "500",
             **tls_props,
+            **sasl_props,
         }
         props.update(self.server_properties)
         return props
@@ -272,6 +353,16 @@ class LocalKafkaCluster:
         return ",".join(f"{HOST}:{n.tls_port}" for n in self.nodes.values() if n.tls_port)
 
     @property
+    def sasl_plaintext_bootstrap_servers(self) -> str:
+        """The SASL_PLAINTEXT listeners' addresses (``sasl=True``)."""
+        return ",".join(f"{HOST}:{n.sasl_port}" for n in self.nodes.values() if n.sasl_port)
+
+    @property
+    def sasl_ssl_bootstrap_servers(self) -> str:
+        """The SASL_SSL listeners' addresses (``sasl=True`` and ``tls=True``)."""
+        return ",".join(f"{HOST}:{n.sasl_ssl_port}" for n in self.nodes.values() if n.sasl_ssl_port)
+
+    @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{n.port}" for n in self.nodes.values())
 
@@ -294,7 +385,9 @@ class LocalKafkaCluster:
                     make_tls_material, self.directory / "tls"
                 )
             for attempt in range(1, _START_ATTEMPTS + 1):
-                per_node = (4 if self.proxied else 2) + (1 if self.tls else 0)
+                extra = (1 if self.tls else 0) + (1 if self.sasl else 0)
+                extra += 1 if self.sasl and self.tls else 0
+                per_node = (4 if self.proxied else 2) + extra
                 ports = free_ports(per_node * self.brokers)
                 self.nodes = {}
                 for i in range(1, self.brokers + 1):
@@ -302,8 +395,13 @@ class LocalKafkaCluster:
                     node = _Node(i, mine[0], mine[1], self.directory / f"node-{i}")
                     if self.proxied:
                         node.advertised_port, node.internal_port = mine[2], mine[3]
+                    spare = iter(mine[4 if self.proxied else 2 :])
                     if self.tls:
-                        node.tls_port = mine[-1]
+                        node.tls_port = next(spare)
+                    if self.sasl:
+                        node.sasl_port = next(spare)
+                        if self.tls:
+                            node.sasl_ssl_port = next(spare)
                     self.nodes[i] = node
                 self._write_config()
                 await self._format()
@@ -339,6 +437,7 @@ class LocalKafkaCluster:
                 "-c",
                 str(node.properties_file),
                 "--ignore-formatted",
+                *(scram_format_arguments() if self.sasl else ()),
                 heap="256m",
             )
             proc = await asyncio.create_subprocess_exec(

@@ -1,4 +1,4 @@
-"""pytest plugin: fixtures ``kafka_cluster`` and ``new_topic``.
+"""pytest plugin: fixtures ``kafka_cluster``, ``new_topic`` and ``kafka_sasl_cluster``.
 
 Registered through the ``pytest11`` entry point, so installing aiostream-kafka is enough.
 
@@ -7,6 +7,9 @@ Registered through the ``pytest11`` entry point, so installing aiostream-kafka i
 * ``new_topic``: an async factory ``await new_topic(partitions=1, replication_factor=1,
   config=None) -> str`` creating a fresh, uniquely named topic on ``kafka_cluster`` and
   waiting until every partition has a leader.
+* ``kafka_sasl_cluster`` (session scope): a 1-broker cluster with SASL and TLS listeners
+  (``KafkaCluster(sasl=True, tls=True)``, always from the local jars), started the first
+  time a test asks for it, so only sessions that run SASL tests pay for it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,36 @@ _counter = itertools.count(1)
 def kafka_cluster() -> Iterator[KafkaCluster]:
     """A 1-broker Kafka cluster for the whole test session."""
     cluster = KafkaCluster(brokers=1)
+    cluster.start_blocking()
+    try:
+        yield cluster
+    finally:
+        cluster.close_blocking()
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl_cluster() -> Iterator[KafkaCluster]:
+    """A 1-broker cluster with SASL_PLAINTEXT and SASL_SSL listeners for the session.
+
+    Mechanisms PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER (unsigned JWS tokens),
+    users ``cluster.sasl_users`` (``admin`` super user, ``alice`` without ACLs), the
+    ``StandardAuthorizer``; its PLAINTEXT listener (``bootstrap_servers``) is unrestricted
+    and serves the ``new_topic``-style helpers. SASL needs brokers the harness configures,
+    so this cluster always runs from the local jars, even when ``KAFKA_BOOTSTRAP_SERVERS``
+    or Docker would be used for ``kafka_cluster``. SCRAM-SHA-512 sessions on the SASL_SSL
+    listener last 3 s (``connections.max.reauth.ms``): clients re-authenticate (KIP-368).
+    """
+    cluster = KafkaCluster(
+        brokers=1,
+        sasl=True,
+        tls=True,
+        source="local",
+        # KIP-368 re-authentication every few seconds for one listener and mechanism, so
+        # that the client's re-authentication is exercised without slowing the others.
+        server_properties={
+            "listener.name.sasl_ssl.scram-sha-512.connections.max.reauth.ms": "3000"
+        },
+    )
     cluster.start_blocking()
     try:
         yield cluster

@@ -40,6 +40,9 @@ class Recorder:
         self.events.append(("lost", partitions))
         self.owned -= partitions
 
+    def member_failed(self, error: Exception) -> None:
+        self.events.append(("failed", frozenset()))
+
     def revoked(self, since: int = 0) -> set[TopicPartition]:
         """Partitions revoked or lost since event number ``since``."""
         return {
