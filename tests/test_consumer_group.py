@@ -431,3 +431,33 @@ async def test_cooperative_revocation_commits_before_the_partition_moves(
                 committed = await admin.list_consumer_group_offsets(group)
             # Committed by the first member on revocation: everything it had delivered.
             assert committed[moved].offset == delivered[moved.partition]
+
+
+async def test_a_background_commit_never_undoes_a_later_explicit_one(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Breaking out of ``committing`` and calling ``commit()`` (the quickstart's shape): the
+    abandoned generator's finalizer asks the committer for what it had staged (one record
+    less) while the explicit commit runs; the committer must not land that older offset
+    after it. Seen in CI as 19 committed of 20 processed."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    await _produce(bootstrap, topic, 50, rate_per_s=100_000)
+    for _ in range(3):
+        group = _group()
+        async with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
+                            **GROUP_SETTINGS) as consumer:  # type: ignore[arg-type]  # fmt: skip
+            consumer.subscribe([topic])
+            taken = 0
+            async for _record in consumer.committing(consumer.stream(), every=100, within_s=5):
+                taken += 1
+                if taken == 20:
+                    break
+            await consumer.commit()  # offset 20: all handed out
+            await asyncio.sleep(0.2)  # let the committer run what the finalizer asked for
+            async with Admin(bootstrap) as admin:
+                while_member = await admin.list_consumer_group_offsets(group)
+        async with Admin(bootstrap) as admin:
+            after_close = await admin.list_consumer_group_offsets(group)
+        assert while_member[TopicPartition(topic, 0)].offset == 20
+        assert after_close[TopicPartition(topic, 0)].offset == 20

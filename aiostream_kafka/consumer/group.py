@@ -172,7 +172,7 @@ class ConsumerGroup:
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
         try:
-            await self._commit(self._pending_offsets(partitions))
+            await self._commit(lambda: self._pending_offsets(partitions))
         except KafkaError as exc:
             log.warning("group %s: commit before revoking %s failed: %s",
                         self.coordinator.config.group_id, sorted(partitions), exc)  # fmt: skip
@@ -222,9 +222,17 @@ class ConsumerGroup:
         await self._commit(offsets, explicit=True)
 
     async def _commit(
-        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata], explicit: bool = False
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+        | Callable[[], Mapping[TopicPartition, int | OffsetAndMetadata]],
+        explicit: bool = False,
     ) -> None:
+        """Commit ``offsets``, one commit at a time. Background commits pass a function
+        that reads the pending progress under the lock: progress read before waiting for
+        it could be older than a commit that lands meanwhile and move the group back."""
         async with self._commit_lock:
+            if callable(offsets):
+                offsets = offsets()
             wanted: dict[TopicPartition, OffsetAndMetadata] = {}
             for tp, value in offsets.items():
                 om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
@@ -253,7 +261,7 @@ class ConsumerGroup:
     async def flush_staged(self) -> None:
         """Commit what is staged now (for partitions still owned)."""
         owned = self.coordinator.owned
-        await self._commit({tp: off for tp, off in self.staged.items() if tp in owned})
+        await self._commit(lambda: {tp: off for tp, off in self.staged.items() if tp in owned})
 
     async def _commit_loop(self) -> None:
         while True:
@@ -266,7 +274,7 @@ class ConsumerGroup:
                 continue
             owned = self.coordinator.owned
             try:
-                await self._commit(self._pending_offsets(owned))
+                await self._commit(lambda: self._pending_offsets(owned))
             except CommitFailedError as exc:
                 log.info("group %s: commit skipped: %s", self.coordinator.config.group_id, exc)
             except KafkaError as exc:
