@@ -14,7 +14,11 @@ Filing a response, partition by partition:
   batches of aborted transactions dropped (KIP-98: the response lists the aborted
   transactions overlapping the data; a producer's batches are aborted from the
   transaction's first offset until its ABORT marker);
-* compressed batches are inflated and each batch is admitted against the prefetch budget;
+* compressed batches are inflated and each batch is admitted against the prefetch budget
+  (batches large enough for their codec -- ``compression.worth_offloading`` -- are inflated
+  beforehand in a worker thread, those of one response in one job the fetcher awaits;
+  filing then takes the results in order, and no partition state is read or changed
+  while the thread works);
 * the admitted batches become one chunk in the partition's queue and the fetch position
   moves past them (and past skipped batches);
 * a corrupt batch ends the partition's data: what came before it is queued, then the error.
@@ -38,6 +42,7 @@ from aiostream_kafka.cluster.metadata import BrokerMetadata
 from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError, ProtocolError
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.compression import OFFLOAD_MIN_BYTES, worth_offloading
 from aiostream_kafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from aiostream_kafka.protocol.records import RecordBatch, iter_batches
 from aiostream_kafka.protocol.transactions import ReadCommittedFilter
@@ -66,6 +71,23 @@ _OFFSET_OUT_OF_RANGE = 1
 _CORRUPT_MESSAGE = 2
 _LEADER_ERRORS = ec.LEADER_MOVED_CODES
 _TOPIC_ERRORS = ec.TOPIC_GONE_CODES
+# Partition data smaller than this holds no batch worth inflating in a worker thread.
+_OFFLOAD_MIN = min(OFFLOAD_MIN_BYTES.values())
+
+# Batches inflated in a worker thread, by (partition, base offset): the inflated batch, or
+# the error inflating raised (raised where filing meets the batch).
+_Inflated = dict[tuple[TopicPartition, int], RecordBatch | Exception]
+
+
+def _inflate_all(batches: list[RecordBatch]) -> list[RecordBatch | Exception]:
+    """Inflate ``batches`` (run in a worker thread: it only reads the response's bytes)."""
+    out: list[RecordBatch | Exception] = []
+    for batch in batches:
+        try:
+            out.append(inflate(batch))
+        except Exception as exc:
+            out.append(exc)
+    return out
 
 
 class _Budget:
@@ -245,7 +267,65 @@ class Fetcher:
             outcome.error = error
             engine.resolver.request_metadata()
             return
-        outcome.records = self._file(response, plan, asked, version, fetch_round)
+        inflated = await self._inflate_large(response, plan, asked, version)
+        outcome.records = self._file(response, plan, asked, version, fetch_round, inflated)
+
+    async def _inflate_large(
+        self,
+        response: FetchResponse,
+        plan: FetchPlan,
+        asked: dict[TopicPartition, tuple[PartitionState, int]],
+        version: int,
+    ) -> _Inflated:
+        """Inflate in a worker thread the batches of ``response`` that filing will inflate
+        and that are large enough for it; return them for :meth:`_file`.
+
+        Picks them as :meth:`_absorb` will meet them (past the fetch offset, not control
+        batches, not aborted with ``read_committed``); CRCs and corrupt data are left to
+        filing, which reports them where they are. Cancelled, the fetcher stops waiting
+        and the thread's result is dropped when it comes.
+        """
+        if not any(
+            pd.records is not None and len(pd.records) >= _OFFLOAD_MIN
+            for topic in response.responses
+            for pd in topic.partitions
+        ):
+            return {}
+        uses_ids = version >= TOPIC_ID_MIN_VERSION
+        read_committed = self._engine.config.isolation == 1
+        keys: list[tuple[TopicPartition, int]] = []
+        batches: list[RecordBatch] = []
+        for topic in response.responses:
+            name = plan.topic_names.get(topic.topic_id) if uses_ids else topic.topic
+            if name is None:
+                continue
+            for pd in topic.partitions:
+                data = pd.records
+                if pd.error_code or data is None or len(data) < _OFFLOAD_MIN:
+                    continue
+                tp = TopicPartition(name, pd.partition_index)
+                sent = plan.wanted.get(tp)
+                if sent is None or tp not in asked:
+                    continue
+                if not isinstance(data, bytes):
+                    # iter_batches copies a view once; share that copy with filing.
+                    data = pd.records = bytes(data)
+                committed = ReadCommittedFilter(pd.aborted_transactions) if read_committed else None
+                try:
+                    for batch in iter_batches(data, verify_crc=False):
+                        if batch.next_offset <= sent.fetch_offset:
+                            continue
+                        if committed.skip(batch) if committed is not None else batch.is_control:
+                            continue
+                        if worth_offloading(batch.compression, batch.size_in_bytes):
+                            keys.append((tp, batch.base_offset))
+                            batches.append(batch)
+                except ProtocolError:
+                    pass  # filing raises it at the same batch
+        if not batches:
+            return {}
+        results = await asyncio.to_thread(_inflate_all, batches)
+        return dict(zip(keys, results, strict=True))
 
     def _file(
         self,
@@ -254,8 +334,10 @@ class Fetcher:
         asked: dict[TopicPartition, tuple[PartitionState, int]],
         version: int,
         fetch_round: FetchRound,
+        inflated: _Inflated,
     ) -> bool:
-        """File every partition of ``response``; return whether any had records."""
+        """File every partition of ``response``; return whether any had records.
+        ``inflated``: batches inflated beforehand (:meth:`_inflate_large`)."""
         engine = self._engine
         buffer = engine.buffer
         budget = _Budget(
@@ -300,7 +382,7 @@ class Fetcher:
                 if data is None or len(data) == 0:
                     continue
                 records = True
-                chunk = self._absorb(ps, sent.fetch_offset, data, pd, budget)
+                chunk = self._absorb(ps, sent.fetch_offset, data, pd, budget, inflated)
                 if chunk is not None:
                     wire_admitted += chunk.wire
                     size_admitted += chunk.size
@@ -314,6 +396,7 @@ class Fetcher:
         data: bytes | memoryview,
         pd: FetchResponse.PartitionData,
         budget: _Budget,
+        inflated: _Inflated,
     ) -> Chunk | None:
         """Turn one partition's record bytes into a queued chunk; return it (if any)."""
         engine = self._engine
@@ -341,7 +424,13 @@ class Fetcher:
                 if committed.skip(batch) if committed is not None else batch.is_control:
                     next_offset = batch.next_offset
                     continue
-                full = inflate(batch)
+                done = inflated.pop((ps.tp, batch.base_offset), None) if inflated else None
+                if done is None:
+                    full = inflate(batch)
+                elif isinstance(done, RecordBatch):
+                    full = done
+                else:
+                    raise done
                 full_size = full.size_in_bytes
                 if budget.admitted + full_size > budget.allowance and not (
                     budget.alone and budget.admitted == 0

@@ -272,9 +272,8 @@ class ConsumerGroup:
             self._commit_now.clear()
             if self.coordinator.state is not GroupState.STABLE:
                 continue
-            owned = self.coordinator.owned
             try:
-                await self._commit(lambda: self._pending_offsets(owned))
+                await self._commit(lambda: self._pending_offsets(self.coordinator.owned))
             except CommitFailedError as exc:
                 log.info("group %s: commit skipped: %s", self.coordinator.config.group_id, exc)
             except KafkaError as exc:

@@ -79,7 +79,8 @@ class ProducerBatch:
 
     Producer id, epoch and base sequence are stamped when the sender first takes the batch
     (and re-stamped after an epoch bump); the encoded (and compressed) bytes are built
-    once and re-stamped in place of rebuilding on retry.
+    once and re-stamped in place of rebuilding on retry. A large batch is compressed in a
+    worker thread before it is taken (``codec_job``); :meth:`encoded` then only frames it.
     """
 
     __slots__ = (
@@ -88,6 +89,7 @@ class ProducerBatch:
         "batch_size",
         "builder",
         "closed",
+        "codec_job",
         "created",
         "deadline",
         "done",
@@ -129,6 +131,9 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.payload: bytes | None = None
+        # The sender's task compressing a large batch in a worker thread (see
+        # Sender._compressed); the batch is not encoded while it runs.
+        self.codec_job: asyncio.Task[None] | None = None
         self.attempts = 0
         self.retry_at = 0.0
         # True once a request carrying it failed without an answer: the broker may have

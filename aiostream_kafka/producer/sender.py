@@ -17,6 +17,13 @@ a request on a connection that is already open (opening one is a separate task),
 launched request reaches its socket write without suspending, so tasks created in order
 write in order. Idempotence relies on this (see :mod:`~aiostream_kafka.producer.idempotence`).
 
+A batch large enough for its codec (:func:`~aiostream_kafka.protocol.compression.worth_offloading`)
+is compressed in a worker thread first: once it is ready (or closed behind a ready one), a
+job task owned by the sender closes it and awaits ``asyncio.to_thread`` on the codec; the
+batch is not taken into a request until the job ended, and only the header and CRC are
+stamped when it is (nothing changes for sequences or order: they are assigned when the
+head is taken, as before). Smaller batches are compressed inline.
+
 Responses complete record futures, or requeue the batch for a retry with exponential
 back-off until ``delivery_timeout_ms``. Errors that mean stale metadata use the KIP-951
 leader hint carried by the Produce response when there is one (the retry then goes to the
@@ -27,6 +34,8 @@ new leader at once, without back-off), else refresh the metadata. Broker throttl
 from __future__ import annotations
 
 import asyncio
+import collections
+import itertools
 import logging
 import random
 import time
@@ -42,6 +51,7 @@ from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.producer.accumulator import Accumulator, ProducerBatch
 from aiostream_kafka.producer.config import ProducerConfig
 from aiostream_kafka.producer.idempotence import IdempotenceState
+from aiostream_kafka.protocol import compression as codecs
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
@@ -74,6 +84,9 @@ _PRODUCER_FENCED = 90
 _MESSAGE_TOO_LARGE = 10
 _MIN_WAIT_S = 0.0005
 _MAX_EPOCH = 32767
+# Compression jobs in worker threads at a time, per producer (they share the event loop's
+# default executor with the application).
+_MAX_CODEC_JOBS = 2
 
 
 def broker_error(code: int, context: str, broker_message: str | None = None) -> KafkaError:
@@ -125,6 +138,10 @@ class Sender:
         self._prune_every_s = min(30.0, cluster.config.metadata_max_idle_ms / 4000)
         self._prune_at = time.monotonic() + self._prune_every_s
         self.on_topics_expired: Callable[[set[str]], None] | None = None
+        # Batches of at least this many uncompressed bytes are compressed in a worker thread
+        # before they are sent (None: never, e.g. without compression).
+        self._offload_from = codecs.OFFLOAD_MIN_BYTES.get(config.compression)
+        self._codec_jobs = 0
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -212,6 +229,8 @@ class Sender:
         ready: dict[int, list[TopicPartition]] = {}
         unknown_leader = False
         brokers = snapshot.brokers
+        offload_from = self._offload_from
+        compressing: list[collections.deque[ProducerBatch]] = []
         for tp, dq in acc.batches.items():
             if not dq:
                 continue
@@ -230,6 +249,14 @@ class Sender:
                 if wait > 0:
                     delay = wait if delay is None or wait < delay else delay
                     continue
+            if (
+                offload_from is not None
+                and head.payload is None
+                and head.size_in_bytes >= offload_from
+            ):
+                compressing.append(dq)
+                if not self._compressed(head):
+                    continue  # woken when its compression job ends
             if idem is not None and not idem.can_send(head):
                 continue  # woken when the batch before it is answered
             nodes = ready.get(leader)
@@ -239,6 +266,8 @@ class Sender:
                 nodes.append(tp)
         if unknown_leader:
             self._request_metadata()
+        if compressing and offload_from is not None and self._codec_jobs < _MAX_CODEC_JOBS:
+            self._compress_ahead(compressing, offload_from)
         for node, tps in ready.items():
             if self._in_flight.get(node, 0) >= self.max_in_flight:
                 continue
@@ -252,6 +281,70 @@ class Sender:
                 continue
             self._send(node, conn, tps)
         return delay
+
+    # -- compression in a worker thread -----------------------------------------------------
+
+    def _compressed(self, batch: ProducerBatch) -> bool:
+        """Whether large ``batch`` may be encoded now: its compression job ended (done,
+        failed or cancelled; encoding compresses inline what the job did not). Starts the
+        job if there is none yet."""
+        job = batch.codec_job
+        if job is None:
+            if self._codec_jobs < _MAX_CODEC_JOBS and not self._stopping:
+                self._start_compression(batch)
+            return False
+        return job.done()
+
+    def _compress_ahead(
+        self, deques: list[collections.deque[ProducerBatch]], offload_from: int
+    ) -> None:
+        """Start the compression of closed large batches queued behind heads that needed
+        it, while jobs are free, so that a partition's next batch is ready when its head
+        has gone out."""
+        for dq in deques:
+            for batch in itertools.islice(dq, 1, None):
+                if not batch.closed:
+                    break  # the open batch, last in the deque
+                if (
+                    batch.codec_job is None
+                    and batch.payload is None
+                    and batch.size_in_bytes >= offload_from
+                ):
+                    if self._codec_jobs >= _MAX_CODEC_JOBS:
+                        return
+                    self._start_compression(batch)
+
+    def _start_compression(self, batch: ProducerBatch) -> None:
+        # Closed first: no record may join a batch whose buffer a thread is reading.
+        batch.closed = True
+        batch.flush_pending()
+        self._codec_jobs += 1
+        job = batch.codec_job = self._spawn(self._compress(batch))
+        job.add_done_callback(self._compression_done)  # also when cancelled before it ran
+
+    def _compression_done(self, _: asyncio.Task[None]) -> None:
+        self._codec_jobs -= 1
+        self.acc.wakeup.set()
+
+    async def _compress(self, batch: ProducerBatch) -> None:
+        """Compress ``batch``'s records in a worker thread and keep the result in its
+        builder. Cancelled, it returns at once and the thread's result, when it comes, is
+        dropped (the thread only reads the closed batch's buffer); failed, the batch is
+        compressed inline when it is sent (raising there as it always has)."""
+        config = self.config
+        builder = batch.builder
+        count = builder.record_count
+        try:
+            records = await asyncio.to_thread(
+                codecs.compress,
+                config.compression,
+                builder.records_buffer,
+                level=config.compression_level,
+            )
+        except Exception as exc:
+            log.debug("compressing %r in a worker thread failed: %r", batch, exc)
+        else:
+            builder.set_compressed(config.compression, config.compression_level, records, count)
 
     def _expire(self, now: float) -> None:
         for dq in self.acc.batches.values():

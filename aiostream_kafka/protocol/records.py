@@ -396,6 +396,33 @@ class RecordBatchBuilder:
         for value, ts in zip(values, timestamps, strict=True):
             self.append(None, value, None, ts)
 
+    @property
+    def records_buffer(self) -> bytearray:
+        """The uncompressed records section appended so far (not a copy), for compressing
+        it elsewhere (a worker thread) while nothing is appended: see
+        :meth:`set_compressed`. A buffer a codec is reading cannot be resized, so an append
+        meanwhile raises ``BufferError`` rather than corrupt anything."""
+        return self._buf
+
+    def set_compressed(
+        self,
+        compression: CompressionType | int,
+        compression_level: int | None,
+        records: bytes,
+        record_count: int,
+    ) -> bool:
+        """Keep ``records``, the records section compressed elsewhere with ``compression``
+        at ``compression_level`` when the batch held ``record_count`` records, so that
+        :meth:`build` with that codec and level only frames it. Returns False, keeping
+        nothing, if records were appended since."""
+        if record_count != self._count:
+            return False
+        if self._cache_count != self._count:
+            self._cache.clear()
+            self._cache_count = self._count
+        self._cache[int(compression), compression_level] = records
+        return True
+
     def build(
         self,
         base_offset: int = 0,
