@@ -34,7 +34,7 @@ import time
 from collections.abc import Collection, Iterable
 
 from aiostream_kafka.cluster.metadata import BrokerMetadata, ClusterSnapshot
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import shielded, stop_tasks
 from aiostream_kafka.config import Address, ClientConfig
 from aiostream_kafka.errors import BootstrapError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection
@@ -92,11 +92,27 @@ class Cluster:
     async def bootstrap(self) -> ClusterSnapshot:
         """Fetch the first metadata (brokers, and any tracked topics).
 
+        Failed or cancelled, it leaves nothing running: the refresh is stopped and the
+        connections it opened are closed (the cluster can bootstrap again), so a client
+        whose ``start()`` failed may simply be dropped.
+
         Raises:
-            KafkaTimeoutError: no bootstrap address answered within ``default_api_timeout_ms``;
+            BootstrapError: no bootstrap address answered within ``bootstrap_timeout_ms``;
                 the message names each address tried and its error.
         """
-        return await self.refresh()
+        try:
+            return await self.refresh()
+        except BaseException:
+            await shielded(self._stop_all(), timeout=None, what="cleaning up a failed bootstrap")
+            raise
+
+    async def _stop_all(self) -> None:
+        current, self._refresh = self._refresh, None
+        try:
+            if current is not None:
+                await stop_tasks([current.task])
+        finally:
+            await self.pool.close_connections()
 
     def track(self, topics: Iterable[str]) -> None:
         """Add ``topics`` to those every refresh asks about."""

@@ -161,9 +161,14 @@ class ConnectionPool:
         return list(self._conns.values())
 
     async def close(self) -> None:
-        """Close every connection and await its reader task. Bounded: each connection
-        flushes for at most a second before it is aborted."""
+        """Close every connection and await its reader task; open no more. Bounded: each
+        connection flushes for at most a second before it is aborted."""
         self._closed = True
+        await self.close_connections()
+
+    async def close_connections(self) -> None:
+        """Close every connection held now and await its reader task (a start that failed
+        or was cancelled); the pool stays usable. Bounded as :meth:`close`."""
         conns = list(self._conns.values()) + self._dead
         self._conns.clear()
         self._dead = []
