@@ -93,6 +93,47 @@ _SSL = {
     "ssl.key.password",
     "ssl.endpoint.identification.algorithm",
 }
+#: SASL settings of the Java client this source understands (the JVM connector's names).
+_SASL = {"sasl.mechanism", "sasl.jaas.config", "sasl.oauthbearer.token.endpoint.url"}
+#: Java-only SASL settings, accepted silently: the JAAS config says what they would.
+_SASL_JAVA_ONLY = {"sasl.login.callback.handler.class", "sasl.client.callback.handler.class"}
+_LOGIN_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+}
+_JAAS = re.compile(r"^\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b(.*?);?\s*$", re.S)
+_JAAS_OPTION = re.compile(r'([\w.]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+def parse_jaas_config(text: str, mechanism: str) -> dict[str, str]:
+    """The options of a ``sasl.jaas.config`` line (``<LoginModule> required k="v" ...;``),
+    checked against the login module ``mechanism`` needs.
+
+    Raises:
+        ConfigError: not a JAAS line, or the wrong login module. The message names keys,
+            never values (they hold the password).
+    """
+    match = _JAAS.match(text)
+    if match is None:
+        raise ConfigError(
+            "option 'kafka.sasl.jaas.config' is not a JAAS line: expected "
+            '\'<LoginModule class> required username="..." password="...";\''
+        )
+    module, _, rest = match.groups()
+    expected = _LOGIN_MODULES[mechanism]
+    if module != expected:
+        raise ConfigError(
+            f"option 'kafka.sasl.jaas.config' uses {module}, but sasl.mechanism {mechanism} "
+            f"needs {expected}"
+        )
+    return {
+        m.group(1): m.group(2).replace('\\"', '"') if m.group(2) is not None else m.group(3)
+        for m in _JAAS_OPTION.finditer(rest)
+    }
+
+
 #: Settings the built-in source refuses too, with what to do instead.
 _SOURCE_REFUSED = {
     "auto.offset.reset": "set the source option 'startingOffsets' instead",
@@ -142,6 +183,7 @@ class KafkaClientOptions:
     consumer: Mapping[str, Any] = field(default_factory=dict)
     producer: Mapping[str, Any] = field(default_factory=dict)
     tls: Mapping[str, str] = field(default_factory=dict)
+    sasl: Mapping[str, str] = field(default_factory=dict, repr=False)  # holds secrets
 
     def client_kwargs(self) -> dict[str, Any]:
         """Keyword arguments every client takes (``ClientConfig`` fields), with the TLS
@@ -153,8 +195,10 @@ class KafkaClientOptions:
         kwargs = dict(self.common)
         protocol = self.tls.get("security.protocol", "PLAINTEXT").upper()
         kwargs["security_protocol"] = protocol
-        if protocol == "SSL":
+        if protocol in ("SSL", "SASL_SSL"):
             kwargs["ssl_context"] = self._ssl_context()
+        if protocol.startswith("SASL_"):
+            kwargs.update(_sasl_kwargs(self.sasl))
         return kwargs
 
     def consumer_kwargs(self) -> dict[str, Any]:
@@ -218,6 +262,7 @@ def parse_kafka_options(
     common: dict[str, Any] = {}
     specific: dict[str, Any] = {}
     tls: dict[str, str] = {}
+    sasl: dict[str, str] = {}
     isolation = kafka.get("isolation.level", "read_uncommitted").strip().lower()
     if isolation not in ("read_uncommitted", "read_committed"):
         raise ConfigError(
@@ -228,11 +273,11 @@ def parse_kafka_options(
         option = f"kafka.{name}"
         if name in refused:
             raise ConfigError(f"Kafka option {option!r} is not supported: {refused[name]}")
-        if name.startswith("sasl."):
-            raise ConfigError(
-                f"option {option!r}: SASL is not supported by aiostream_kafka yet "
-                "(use security.protocol PLAINTEXT or SSL)"
-            )
+        if name in _SASL:
+            sasl[name] = value
+            continue
+        if name in _SASL_JAVA_ONLY:
+            continue
         if name in _COMMON:
             key, kind = _COMMON[name]
             common[key] = _convert(option, value, kind)
@@ -244,10 +289,17 @@ def parse_kafka_options(
         elif name not in _IGNORED:
             log.warning("Kafka option %r is not used by aiostream_kafka; ignored", option)
     protocol = tls.get("security.protocol", "PLAINTEXT").upper()
-    if protocol not in ("PLAINTEXT", "SSL"):
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ConfigError(
-            f"option 'kafka.security.protocol' must be PLAINTEXT or SSL, got "
-            f"{tls['security.protocol']!r} (SASL is not supported yet)"
+            "option 'kafka.security.protocol' must be PLAINTEXT, SSL, SASL_PLAINTEXT or "
+            f"SASL_SSL, got {tls['security.protocol']!r}"
+        )
+    if protocol.startswith("SASL_"):
+        _sasl_kwargs(sasl)  # checked now, at load(), not in the executors
+    elif sasl:
+        raise ConfigError(
+            f"option 'kafka.{min(sasl)}' is set but 'kafka.security.protocol' is {protocol}: "
+            "use SASL_PLAINTEXT or SASL_SSL"
         )
     if "ssl.keystore.certificate.chain" in tls and "ssl.keystore.key" not in tls:
         raise ConfigError(
@@ -263,7 +315,52 @@ def parse_kafka_options(
         consumer=specific if role == "source" else {},
         producer=specific if role == "sink" else {},
         tls=tls,
+        sasl=sasl,
     )
+
+
+def _sasl_kwargs(sasl: Mapping[str, str]) -> dict[str, Any]:
+    """Client keyword arguments from the ``kafka.sasl.*`` options (the JVM connector's):
+    ``sasl.mechanism`` (default GSSAPI in Java: required here), and ``sasl.jaas.config``
+    with the PLAIN/SCRAM login modules' ``username``/``password`` or, for OAUTHBEARER, the
+    KIP-768 client-credentials login (``clientId``, ``clientSecret``, ``scope``) with
+    ``sasl.oauthbearer.token.endpoint.url``."""
+    from aiostream_kafka.security import OAuthClientCredentialsProvider
+
+    mechanism = sasl.get("sasl.mechanism", "").strip().upper()
+    if mechanism not in _LOGIN_MODULES:
+        raise ConfigError(
+            "option 'kafka.sasl.mechanism' must be PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or "
+            f"OAUTHBEARER with a SASL security.protocol, got {sasl.get('sasl.mechanism')!r}"
+            " (GSSAPI is not supported yet)"
+        )
+    if "sasl.jaas.config" not in sasl:
+        raise ConfigError(f"sasl.mechanism {mechanism} needs option 'kafka.sasl.jaas.config'")
+    jaas = parse_jaas_config(sasl["sasl.jaas.config"], mechanism)
+    if mechanism != "OAUTHBEARER":
+        missing = [k for k in ("username", "password") if k not in jaas]
+        if missing:
+            raise ConfigError(
+                f"option 'kafka.sasl.jaas.config' lacks {' and '.join(missing)} for {mechanism}"
+            )
+        return {
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": jaas["username"],
+            "sasl_plain_password": jaas["password"],
+        }
+    url = sasl.get("sasl.oauthbearer.token.endpoint.url")
+    missing = [k for k in ("clientId", "clientSecret") if k not in jaas]
+    if not url or missing:
+        raise ConfigError(
+            "OAUTHBEARER needs 'kafka.sasl.oauthbearer.token.endpoint.url' and clientId and "
+            "clientSecret in 'kafka.sasl.jaas.config' (KIP-768 client credentials)"
+        )
+    return {
+        "sasl_mechanism": mechanism,
+        "sasl_oauth_token_provider": OAuthClientCredentialsProvider(
+            url, jaas["clientId"], jaas["clientSecret"], scope=jaas.get("scope")
+        ),
+    }
 
 
 # -- the source ---------------------------------------------------------------------------

@@ -81,7 +81,35 @@ def test_assign_and_pattern_and_defaults() -> None:
         ({**BS, "subscribe": "t", "maxTriggerDelay": "soon"}, "must be a duration"),
         ({**BS, "subscribe": "t", "includeHeaders": "1"}, "'true' or 'false'"),
         ({**BS, "subscribePattern": "("}, "not a valid regular expression"),
-        ({**BS, "subscribe": "t", "kafka.sasl.mechanism": "PLAIN"}, "SASL is not supported"),
+        ({**BS, "subscribe": "t", "kafka.sasl.mechanism": "PLAIN"}, "use SASL_PLAINTEXT or"),
+        (
+            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL"},
+            "'kafka.sasl.mechanism' must be PLAIN",
+        ),
+        (
+            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL",
+             "kafka.sasl.mechanism": "SCRAM-SHA-512"},
+            "needs option 'kafka.sasl.jaas.config'",
+        ),
+        (
+            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
+             "kafka.sasl.mechanism": "SCRAM-SHA-512",
+             "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain."
+             'PlainLoginModule required username="u" password="TOPSECRET";'},
+            "needs org.apache.kafka.common.security.scram.ScramLoginModule",
+        ),
+        (
+            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
+             "kafka.sasl.mechanism": "PLAIN",
+             "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain."
+             'PlainLoginModule required password="TOPSECRET";'},
+            "lacks username for PLAIN",
+        ),
+        (
+            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
+             "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": "TOPSECRET"},
+            "is not a JAAS line",
+        ),
         ({**BS, "subscribe": "t", "kafka.isolation.level": "x"}, "'read_uncommitted' or"),
         ({**BS, "subscribe": "t", "kafka.enable.auto.commit": "true"}, "Spark checkpoint"),
         ({**BS, "subscribe": "t", "kafka.request.timeout.ms": "x"}, "must be an integer"),
@@ -95,6 +123,26 @@ def test_bad_source_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=None) as info:
         parse_source_options({k.lower(): v for k, v in options.items()})
     assert message in str(info.value)
+    assert "TOPSECRET" not in str(info.value)
+
+
+def test_sasl_options_become_client_options() -> None:
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required\n"
+        '  username="alice" password="p@ss \\"word\\"";'
+    )
+    opts = parse_source_options(
+        {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
+         "kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.jaas.config": jaas}
+    )  # fmt: skip
+    kwargs = opts.kafka.consumer_kwargs()
+    assert kwargs["security_protocol"] == "SASL_PLAINTEXT"
+    assert kwargs["sasl_mechanism"] == "SCRAM-SHA-256"
+    assert (kwargs["sasl_plain_username"], kwargs["sasl_plain_password"]) == (
+        "alice",
+        'p@ss "word"',
+    )
+    assert "p@ss" not in repr(opts)
 
 
 def test_batch_and_stream_rules() -> None:
