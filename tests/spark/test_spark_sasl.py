@@ -60,7 +60,7 @@ async def test_a_wrong_password_fails_the_read_fast_and_says_why(
     for key, value in options.items():
         reader = reader.option(key, value)
     began = time.monotonic()
-    with pytest.raises(Exception) as failure:  # noqa: PT011 -- Spark wraps the worker's error
+    with pytest.raises(Exception) as failure:  # Spark wraps the worker's error
         reader.option("subscribe", "any-topic").load().collect()
     elapsed = time.monotonic() - began
     text = str(failure.value)
