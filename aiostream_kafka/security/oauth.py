@@ -91,7 +91,8 @@ class OAuthBearerMechanism:
     """OAUTHBEARER with a token provider.
 
     ``extensions`` are SASL extensions sent with every token (e.g. Confluent Cloud's
-    ``logicalCluster`` and ``identityPoolId``).
+    ``logicalCluster`` and ``identityPoolId``); a provider with an ``extensions()`` method
+    (aiokafka's ``AbstractTokenProvider``) adds its own, read at every authentication.
 
     Raises:
         ConfigError: ``token_provider`` has no ``token`` method, or an extension is
@@ -132,7 +133,19 @@ class OAuthBearerMechanism:
                 f"OAUTHBEARER: the token provider {type(self._provider).__name__} failed: "
                 f"{type(exc).__name__}"
             ) from exc
-        return self.exchange(token)
+        extensions = self._extensions
+        provided = getattr(self._provider, "extensions", None)
+        if callable(provided):  # aiokafka's AbstractTokenProvider habit
+            try:
+                extra = provided()
+            except Exception as exc:
+                raise SaslAuthenticationFailedError(
+                    f"OAUTHBEARER: extensions() of the token provider "
+                    f"{type(self._provider).__name__} failed: {type(exc).__name__}"
+                ) from exc
+            if extra:
+                extensions = {**extensions, **_check_extensions(extra)}
+        return OAuthBearerExchange(check_token(token), extensions)
 
     def __repr__(self) -> str:
         return f"OAuthBearerMechanism(token_provider={self._provider!r})"

@@ -104,6 +104,42 @@ def test_oauthbearer_message_with_extensions() -> None:
     )
 
 
+async def test_a_providers_extensions_method_is_read_at_each_authentication() -> None:
+    """aiokafka's AbstractTokenProvider habit: ``extensions()`` beside ``token()``."""
+
+    class Provider:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def token(self) -> str:
+            return TOKEN
+
+        def extensions(self) -> dict[str, str]:
+            self.calls += 1
+            return {"logicalCluster": f"lkc-{self.calls}"}
+
+    provider = Provider()
+    mechanism = OAuthBearerMechanism(provider, extensions={"identityPoolId": "pool-9"})
+    for n in (1, 2):
+        exchange = await mechanism.begin()
+        assert exchange.start() == (
+            f"n,,\x01auth=Bearer {TOKEN}\x01identityPoolId=pool-9\x01logicalCluster=lkc-{n}"
+            "\x01\x01"
+        ).encode()
+
+
+async def test_malformed_extensions_from_a_provider_are_a_config_error() -> None:
+    class Provider:
+        async def token(self) -> str:
+            return TOKEN
+
+        def extensions(self) -> dict[str, str]:
+            return {"auth": "reserved"}
+
+    with pytest.raises(ConfigError, match="extension"):
+        await OAuthBearerMechanism(Provider()).begin()
+
+
 @pytest.mark.parametrize(
     "extensions",
     [{"auth": "x"}, {"a1": "x"}, {"": "x"}, {"ok": ""}, {"ok": "a\x01b"}, {"ok": "\x7f"}],
