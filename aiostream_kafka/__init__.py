@@ -29,6 +29,7 @@ from aiostream_kafka.consumer import (
     CorruptPartitionDataError,
     LogTruncationError,
     NoOffsetForPartitionError,
+    RebalanceCallbackError,
     RecordDeserializationError,
     TopicDeletedError,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "ProducerRecord",
     "ProtocolError",
     "Record",
+    "RebalanceCallbackError",
     "RecordDeserializationError",
     "RecordMetadata",
     "SaslAuthenticationError",

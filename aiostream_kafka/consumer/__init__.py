@@ -23,6 +23,7 @@ from aiostream_kafka.consumer.errors import (
     LogTruncationError,
     NoOffsetForPartitionError,
     PartitionError,
+    RebalanceCallbackError,
     RecordDeserializationError,
     TopicDeletedError,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "PartitionError",
     "PartitionRecords",
     "PartitionedStream",
+    "RebalanceCallbackError",
     "RecordDeserializationError",
     "TopicDeletedError",
 ]

@@ -74,6 +74,9 @@ class FetchEngine:
         # Set by Consumer.drain(): no more Fetch rounds; what is fetched is still handed out.
         self.draining = False
         self.partition_fetch_bytes = config.max_partition_fetch_bytes
+        # Iterators waiting for records right now: the application is asking (poll
+        # liveness, see ConsumerGroup.stalled).
+        self.waiting = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -354,7 +357,11 @@ class FetchEngine:
             ps = buffer.next_ready()
             if ps is not None:
                 return ps
-            await buffer.wait_data()
+            self.waiting += 1
+            try:
+                await buffer.wait_data()
+            finally:
+                self.waiting -= 1
 
 
 def _check_partition(tp: Any) -> TopicPartition:

@@ -16,6 +16,7 @@ __all__ = [
     "LogTruncationError",
     "NoOffsetForPartitionError",
     "PartitionError",
+    "RebalanceCallbackError",
     "RecordDeserializationError",
     "TopicDeletedError",
 ]
@@ -26,6 +27,13 @@ class PartitionError(KafkaError):
 
     topic_partition: TopicPartition | None = None
     offset: int | None = None
+
+
+class RebalanceCallbackError(KafkaError):
+    """An ``on_assigned``, ``on_revoked`` or ``on_lost`` callback raised (the exception is
+    the ``__cause__``). The consumer stops: its iterators raise this error and
+    ``health()`` is unhealthy, rather than own partitions it may not be set up to read.
+    Close it and start a new one once the callback is fixed."""
 
 
 class ConsumerStateError(KafkaError):

@@ -10,8 +10,18 @@ to the :class:`~aiostream_kafka.consumer.engine.FetchEngine` (fetching):
   leave the engine (their ``partitioned_stream`` iterator ends, prefetched records are
   dropped), then ``on_revoked`` runs -- all before the membership goes on, so the next
   owner starts exactly where this one committed;
-* **lost** partitions (the membership expired) leave the engine without committing, then
-  ``on_lost`` runs.
+* **lost** partitions (the membership expired, or the member left on a poll timeout)
+  leave the engine without committing, then ``on_lost`` runs.
+
+Never an owned partition that nobody reads: a committed-offset lookup that fails during
+an assignment is retried while the error is retriable (``health()`` shows it meanwhile)
+and otherwise fails the consumer, as an ``on_assigned``/``on_revoked``/``on_lost`` that
+raises does (``RebalanceCallbackError``): the iterators raise it, ``health()`` is unhealthy.
+
+Poll liveness: :meth:`stalled` tells the coordinator how long the application has not
+asked for records (no iterator waiting and none handed out a record since the last
+sample) or one of its callbacks has been running; past ``max_poll_interval_ms`` the
+member leaves the group until the application asks again.
 
 One committer task, owned here, commits on ``auto_commit_interval_ms`` and when
 :meth:`Consumer.committing` asks. Commits are serialized by a lock, so they are never
@@ -23,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +46,7 @@ from aiostream_kafka.group.coordinator import GroupConfig, GroupCoordinator, Gro
 from aiostream_kafka.structs import TopicPartition
 
 from .engine import FetchEngine
+from .errors import RebalanceCallbackError
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +68,11 @@ class ConsumerHealth:
 
     ``state`` is ``"stable"``, ``"rebalancing"``, ``"unjoined"``, ``"fenced"``, ``"failed"``
     or ``"closed"`` for a group member, ``"assigned"`` for a consumer without a group.
-    Times are ``time.time()`` values (None: never).
+    Times are ``time.time()`` values (None: never). ``assignment`` is what the member
+    owns, ``fetching`` what the engine fetches (owned partitions missing from it are not
+    read yet: an assignment in progress, or a ``problem``); ``idle_s`` is how long the
+    application has not asked for records (sampled every heartbeat interval; None
+    without a group); ``problem`` says what keeps the member from consuming.
     """
 
     state: str
@@ -66,11 +82,20 @@ class ConsumerHealth:
     generation: int | None = None
     member_id: str | None = None
     assignment: frozenset[TopicPartition] = frozenset()
+    fetching: frozenset[TopicPartition] = frozenset()
+    idle_s: float | None = None
+    problem: str | None = None
 
     @property
     def healthy(self) -> bool:
-        """False once the member is fenced or failed, or the engine stopped on an error."""
-        return self.error is None and self.state not in ("fenced", "failed", "closed")
+        """False once the member is fenced or failed, the engine stopped on an error, or
+        something keeps it from consuming (``problem``: it left the group on a poll
+        timeout, or its committed offsets cannot be read)."""
+        return (
+            self.error is None
+            and self.problem is None
+            and self.state not in ("fenced", "failed", "closed")
+        )
 
 
 def group_config(
@@ -125,6 +150,13 @@ class ConsumerGroup:
         self._commit_now = asyncio.Event()
         self._committer: asyncio.Task[None] | None = None
         self.subscribed = False
+        # Poll liveness samples (see stalled()).
+        self._last_demand = time.monotonic()
+        self._progress: dict[TopicPartition, tuple[int, int]] = {}
+        self._callback_since: float | None = None
+        self._callback_name = ""
+        # Why owned partitions are not being read (a failing committed-offset lookup).
+        self.assign_problem: str | None = None
 
     # -- subscription and lifecycle --------------------------------------------------------
 
@@ -162,13 +194,37 @@ class ConsumerGroup:
     # -- the AssignmentListener side --------------------------------------------------------
 
     async def partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-        committed = await self.coordinator.committed(partitions)
+        committed = await self._committed_for(partitions)
         positions = {tp: om.offset for tp, om in committed.items() if om is not None}
         for tp, offset in positions.items():
             self.committed_offsets[tp] = offset
         self.engine.add_partitions(sorted(partitions), positions)
-        if self.on_assigned is not None:
-            await self.on_assigned(partitions)
+        await self._user_callback("on_assigned", self.on_assigned, partitions)
+
+    async def _committed_for(
+        self, partitions: frozenset[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The committed offsets of newly assigned ``partitions``: retried (heartbeats go
+        on meanwhile) while the error is retriable; otherwise the consumer fails with it."""
+        group = self.coordinator.config.group_id
+        backoff = self.coordinator.config.retry_backoff_ms / 1000
+        while True:
+            try:
+                committed = await self.coordinator.committed(partitions)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    log.error("group %s: cannot read the committed offsets of %d assigned "
+                              "partitions: %s", group, len(partitions), exc)  # fmt: skip
+                    self.assign_problem = f"committed offsets not readable: {exc}"
+                    self.engine.fail(exc)
+                    raise
+                self.assign_problem = f"committed offsets not available yet, retrying: {exc}"
+                log.warning("group %s: %s", group, self.assign_problem)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.coordinator.config.retry_backoff_max_ms / 1000)
+                continue
+            self.assign_problem = None
+            return committed
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
         try:
@@ -177,16 +233,63 @@ class ConsumerGroup:
             log.warning("group %s: commit before revoking %s failed: %s",
                         self.coordinator.config.group_id, sorted(partitions), exc)  # fmt: skip
         self._forget(partitions)
-        if self.on_revoked is not None:
-            await self.on_revoked(partitions)
+        await self._user_callback("on_revoked", self.on_revoked, partitions)
 
     async def partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
         self._forget(partitions)
-        if self.on_lost is not None:
-            await self.on_lost(partitions)
+        await self._user_callback("on_lost", self.on_lost, partitions)
+
+    async def _user_callback(
+        self, name: str, callback: Callback | None, partitions: frozenset[TopicPartition]
+    ) -> None:
+        """Run the application's ``callback``, timed for poll liveness; one that raises
+        fails the consumer (its iterators raise :class:`RebalanceCallbackError`; closing
+        it leaves the group, and an application that does not close it stops asking for
+        records, so poll liveness takes the member out of the group)."""
+        if callback is None:
+            return
+        self._callback_since, self._callback_name = time.monotonic(), name
+        try:
+            await callback(partitions)
+        except Exception as exc:
+            error = RebalanceCallbackError(
+                f"{name}({len(partitions)} partitions) raised {type(exc).__name__}: {exc}"
+            )
+            error.__cause__ = exc
+            log.error("group %s: %s; the consumer stops", self.coordinator.config.group_id,
+                      error, exc_info=exc)  # fmt: skip
+            self.engine.fail(error)  # the iterators raise it; the membership goes on
+        finally:
+            self._callback_since = None
 
     def member_failed(self, error: KafkaError) -> None:
         self.engine.fail(error)
+
+    def stalled(self) -> tuple[float, str]:
+        """See :meth:`AssignmentListener.stalled`: sampled every heartbeat interval, the
+        application asks for records when an iterator is waiting for them or one was
+        handed out since the previous sample."""
+        now = time.monotonic()
+        engine = self.engine
+        progress = {
+            tp: (id(ps.head), ps.head_index) for tp, ps in engine.partitions.items()
+        }
+        previous = self._progress
+        # Progress is a record handed out of a partition owned at both samples (partitions
+        # coming and going are the group's doing, not the application's).
+        if engine.waiting > 0 or any(
+            previous.get(tp, mark) != mark for tp, mark in progress.items()
+        ):
+            self._last_demand = now
+        self._progress = progress
+        idle = now - self._last_demand
+        if self._callback_since is not None and now - self._callback_since > idle:
+            return now - self._callback_since, f"its {self._callback_name} callback has run"
+        return idle, "the application has not asked for records"
+
+    def idle_s(self) -> float:
+        """Seconds since the last sample that saw the application asking for records."""
+        return time.monotonic() - self._last_demand
 
     def _forget(self, partitions: frozenset[TopicPartition]) -> None:
         self.engine.revoke(partitions)
@@ -288,6 +391,11 @@ class ConsumerGroup:
             GroupState.FENCED, GroupState.FAILED) else None  # fmt: skip
         if error is None and self.engine.fatal is not None:
             error = self.engine.fatal
+        problem = None
+        if c.left_reason is not None:
+            problem = f"left the group: {c.left_reason}"
+        elif self.assign_problem is not None:
+            problem = self.assign_problem
         return ConsumerHealth(
             state=c.state.value,
             last_heartbeat_at=c.last_heartbeat_at,
@@ -296,4 +404,7 @@ class ConsumerGroup:
             generation=c.generation,
             member_id=c.member_id or None,
             assignment=c.owned,
+            fetching=frozenset(tp for tp, ps in self.engine.partitions.items() if ps.assigned),
+            idle_s=self.idle_s(),
+            problem=problem,
         )

@@ -303,7 +303,11 @@ class PartitionRecords:
             if ps.event is None:
                 ps.event = asyncio.Event()
             ps.event.clear()
-            await ps.event.wait()
+            engine.waiting += 1
+            try:
+                await ps.event.wait()
+            finally:
+                engine.waiting -= 1
 
 
 class PartitionBatches:

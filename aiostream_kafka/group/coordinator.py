@@ -7,9 +7,16 @@ Two tasks, both owned by the coordinator and awaited by :meth:`GroupCoordinator.
   :class:`AssignmentListener`, and rejoins when asked to (a heartbeat answered
   REBALANCE_IN_PROGRESS, a cooperative round that revoked partitions, a subscription or
   partition count that changed);
-* the **heartbeat task** sends Heartbeat every ``heartbeat_interval_ms`` while the member
-  is stable. It never waits on the consumer's processing, so slow processing never costs
-  the member its partitions; backpressure comes from demand, not from the heartbeat.
+* the **heartbeat task** sends Heartbeat every ``heartbeat_interval_ms`` from the moment
+  SyncGroup gave the member its generation until it sends its next JoinGroup: through the
+  whole rebalance, commit-on-revoke, the committed-offset lookup and the application's
+  callbacks included (as the Java client's heartbeat thread), so a slow callback never
+  costs the member its session. It never waits on the consumer's processing.
+  It also watches **poll liveness**: when the application has not asked for records for
+  ``max_poll_interval_ms`` (``rebalance_timeout_ms`` here), or one of its rebalance
+  callbacks has run that long, the member leaves the group (LeaveGroup; a static member
+  only drops its generation, as Java's), its partitions are lost to it, ``left_reason``
+  says why, and it joins again when the application asks for records again.
 
 JoinGroup and SyncGroup travel on their own connection lane (``Lane.GROUP``): the
 coordinator holds a JoinGroup until every member has joined, up to the rebalance timeout,
@@ -106,6 +113,11 @@ class AssignmentListener(Protocol):
         """The member stopped for good (fenced, not authorized, a fatal error): the
         consumer's iterators must raise ``error`` rather than wait for records."""
 
+    def stalled(self) -> tuple[float, str]:
+        """How long (seconds) the application has made no progress, and what: not asking
+        for records, or a rebalance callback of its own still running. Sampled at every
+        heartbeat tick; ``max_poll_interval_ms`` applies to it."""
+
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
@@ -187,7 +199,17 @@ class GroupCoordinator:
         self._group_topics: dict[str, int] = {}  # leader: partition counts it assigned from
         self._coordinator_id: int | None = None
         self._rejoin = asyncio.Event()
-        self._stable = asyncio.Event()
+        # Set from SyncGroup's answer until the next JoinGroup is sent: heartbeats flow.
+        self._heartbeating = asyncio.Event()
+        # Why the membership ended under us (heartbeat: expired/illegal generation, or a
+        # poll timeout): the membership task drops the partitions before joining again.
+        self._expired: str | None = None
+        # Why the member left the group on a poll timeout (None: it did not); cleared
+        # and ``_resume`` set when the application asks for records again.
+        self.left_reason: str | None = None
+        self._resume = asyncio.Event()
+        self._resume.set()
+        self.poll_timeouts = 0
         self._changed = asyncio.Condition()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -318,6 +340,10 @@ class GroupCoordinator:
                     await self._check_metadata()
                 continue
             self._rejoin.clear()
+            await self._drop_expired()
+            if self.left_reason is not None:
+                await self._resume.wait()  # until the application asks for records again
+                continue
             try:
                 await self._join_and_sync()
                 backoff = self.config.retry_backoff_ms / 1000
@@ -343,6 +369,21 @@ class GroupCoordinator:
                     continue
                 await self._fail(exc, GroupState.FAILED)
                 return
+
+    async def _drop_expired(self) -> None:
+        """The membership ended under us: what we own may already be someone else's."""
+        if self._expired is None:
+            return
+        reason, self._expired = self._expired, None
+        lost, self.owned = self.owned, frozenset()
+        if lost:
+            log.info("group %s: %d partitions lost: %s", self.config.group_id, len(lost), reason)
+            await self._call_listener("partitions_lost", lost)
+
+    def _check_not_expired(self) -> None:
+        """After a callback: stop applying an assignment whose membership ended meanwhile."""
+        if self._expired is not None:
+            raise _Rejoin(f"the membership ended during a callback: {self._expired}")
 
     async def _fail(self, error: KafkaError, state: GroupState) -> None:
         log.error("group %s: member %s stops: %s", self.config.group_id, self.member_id, error)
@@ -437,7 +478,7 @@ class GroupCoordinator:
             finally:
                 self.owned = frozenset()
         await self._set_state(GroupState.REBALANCING)
-        self._stable.clear()
+        self._heartbeating.clear()  # the JoinGroup we send now stands for them
         join_timeout = self.config.rebalance_timeout_ms + 5_000
         while True:
             join = JoinGroupRequest(
@@ -488,6 +529,7 @@ class GroupCoordinator:
             self._group_error(synced.error_code, "SyncGroup")
         assigned = _decode_assignment(synced.assignment)
         self.rebalances += 1
+        self._heartbeating.set()
         await self._apply(assigned)
 
     async def _assign(
@@ -559,15 +601,16 @@ class GroupCoordinator:
                 finally:
                     self.owned = previous - revoked
                 self._rejoin.set()
+                self._check_not_expired()
             self.owned = assigned
             if added:
                 await self._call_listener("partitions_assigned", frozenset(added))
         else:
             self.owned = assigned
             await self._call_listener("partitions_assigned", assigned)
+        self._check_not_expired()
         self.last_heartbeat_at = time.time()
         await self._set_state(GroupState.STABLE)
-        self._stable.set()
         log.info(
             "group %s generation %d: member %s owns %d partitions",
             self.config.group_id, self.generation, self.member_id, len(self.owned),
@@ -588,9 +631,9 @@ class GroupCoordinator:
     async def _heartbeat_loop(self) -> None:
         interval = self.config.heartbeat_interval_ms / 1000
         while not self._closing:
-            await self._stable.wait()
             await asyncio.sleep(interval)
-            if self.state is not GroupState.STABLE or self._rejoin.is_set():
+            await self._check_liveness()
+            if not self._heartbeating.is_set():
                 continue
             request = HeartbeatRequest(
                 group_id=self.config.group_id,
@@ -609,25 +652,28 @@ class GroupCoordinator:
                 continue
             assert isinstance(response, HeartbeatResponse)
             code = response.error_code
-            if generation != self.generation:
+            if generation != self.generation or not self._heartbeating.is_set():
                 continue  # answered for a generation we already left
             if code == 0:
                 self.last_heartbeat_at = time.time()
             elif code == _REBALANCE_IN_PROGRESS:
-                self.request_rejoin("the coordinator started a rebalance")
+                # The session is alive (the coordinator counts this heartbeat); rejoin as
+                # soon as the membership task is free.
+                self.last_heartbeat_at = time.time()
+                if not self._rejoin.is_set():
+                    self.request_rejoin("the coordinator started a rebalance")
             elif code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION):
                 # Our membership expired (e.g. the session timed out): what we own may
-                # already belong to someone else.
+                # already belong to someone else. The membership task drops it (it may be
+                # in a callback right now) and joins again.
                 if code == _UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 self.generation = -1
-                lost, self.owned = self.owned, frozenset()
-                self._stable.clear()
-                if lost:
-                    await self._call_listener("partitions_lost", lost)
-                self.request_rejoin(f"heartbeat: {ec.ERRORS_BY_CODE[code].name}")
+                self._heartbeating.clear()
+                self._expired = f"heartbeat: {ec.ERRORS_BY_CODE[code].name}"
+                self.request_rejoin(self._expired)
             elif code == _FENCED_INSTANCE_ID:
-                self._stable.clear()
+                self._heartbeating.clear()
                 await self._fail(
                     FencedMemberError(
                         f"group {self.config.group_id!r}: another consumer joined with "
@@ -642,6 +688,47 @@ class GroupCoordinator:
                 self._coordinator_lost(ec.ERRORS_BY_CODE[code].name)
             else:
                 log.warning("group %s: heartbeat error %d", self.config.group_id, code)
+
+    async def _check_liveness(self) -> None:
+        """Poll liveness (Java's ``max.poll.interval.ms``), checked at every tick."""
+        stalled_s, what = self.listener.stalled()
+        interval_s = self.config.heartbeat_interval_ms / 1000
+        if self.left_reason is not None:
+            if stalled_s < 2 * interval_s:  # the application asks for records again
+                log.info("group %s: the application asks for records again: rejoining",
+                         self.config.group_id)  # fmt: skip
+                self.left_reason = None
+                self._resume.set()
+                self._rejoin.set()
+            return
+        limit_s = self.config.rebalance_timeout_ms / 1000
+        if stalled_s <= limit_s or not self._heartbeating.is_set():
+            return
+        reason = (
+            f"{what} for {stalled_s:.0f} s, longer than max_poll_interval_ms="
+            f"{self.config.rebalance_timeout_ms}"
+        )
+        log.warning(
+            "group %s: member %s leaves the group: %s; its partitions go to the other "
+            "members, and it joins again when the application asks for records",
+            self.config.group_id, self.member_id, reason,
+        )  # fmt: skip
+        self.poll_timeouts += 1
+        self.left_reason = reason
+        self._resume.clear()
+        self._heartbeating.clear()
+        self._expired = f"left the group: {reason}"
+        if self.config.group_instance_id is None and self.member_id:
+            try:
+                await self._leave()
+            except KafkaError as exc:
+                log.info("group %s: LeaveGroup failed: %s", self.config.group_id, exc)
+                self.member_id = ""
+                self.generation = -1
+        else:
+            self.generation = -1  # a static member keeps its place until the session ends
+        await self._set_state(GroupState.UNJOINED)
+        self._rejoin.set()  # wakes the membership task, which drops the partitions
 
     # -- offsets ---------------------------------------------------------------------------
 
