@@ -239,6 +239,11 @@ class KafkaIntegration:
 
     Args:
         bootstrap_servers: the Kafka cluster, as for :class:`Producer`.
+        client_options: options every client gets, producer and consumers alike: how to
+            reach the cluster (``security_protocol``, ``ssl_cafile``, ``sasl_mechanism``,
+            ``sasl_plain_username``, ``sasl_plain_password``,
+            ``sasl_oauth_token_provider``...), ``client_id``, timeouts. The producer's and
+            the consumers' own options override them.
         producer_options: keyword options of :class:`Producer` (``acks``, ``linger_ms``,
             ``value_serializer``...).
         consumer_options: keyword options of :class:`Consumer` shared by every consumer
@@ -259,6 +264,7 @@ class KafkaIntegration:
         self,
         bootstrap_servers: str | Collection[str],
         *,
+        client_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
         consumer_options: Mapping[str, Any] | None = None,
         drain_timeout_s: float = 30.0,
@@ -268,8 +274,9 @@ class KafkaIntegration:
         self.bootstrap_servers = (
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
         )
-        self.producer_options: dict[str, Any] = dict(producer_options or {})
-        self.consumer_options: dict[str, Any] = dict(consumer_options or {})
+        common = dict(client_options or {})
+        self.producer_options: dict[str, Any] = {**common, **(producer_options or {})}
+        self.consumer_options: dict[str, Any] = {**common, **(consumer_options or {})}
         self.drain_timeout_s = drain_timeout_s
         self.handler_grace_s = handler_grace_s
         self.producer_close_timeout_s = producer_close_timeout_s

@@ -230,3 +230,95 @@ async def probe_end_offset(cluster: KafkaCluster, topic: str) -> int:
 
         ends = await admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()})
     return next(iter(ends.values())).offset
+
+
+async def test_fastapi_integration_over_sasl_ssl(kafka_sasl_cluster: KafkaCluster) -> None:
+    """``client_options`` carry the security settings to the producer and every consumer."""
+    from fastapi import FastAPI
+
+    from aiostream_kafka.fastapi import KafkaIntegration
+
+    cluster = kafka_sasl_cluster
+    topic = await _topic(cluster, partitions=2)
+    options = _options(cluster, "SCRAM-SHA-512", tls=True)
+    bootstrap = options.pop("bootstrap_servers")
+    kafka = KafkaIntegration(bootstrap, client_options=options, drain_timeout_s=5)
+    seen: list[bytes] = []
+    everything = asyncio.Event()
+
+    @kafka.consumer([topic], group_id=f"sasl-fastapi-{uuid.uuid4().hex[:8]}",
+                    auto_offset_reset="earliest")  # fmt: skip
+    async def collect(consumer: Consumer) -> None:
+        async for record in consumer.stream():
+            seen.append(record.value or b"")
+            if len(seen) == 20:
+                everything.set()
+
+    app = FastAPI(lifespan=kafka.lifespan)
+    async with kafka.lifespan(app):
+        producer = kafka.get_producer()
+        for n in range(20):
+            await producer.send(topic, value=b"%d" % n)
+        await asyncio.wait_for(everything.wait(), 30)
+    assert sorted(seen) == sorted(b"%d" % n for n in range(20))
+
+
+async def test_oidc_client_credentials_provider_against_the_broker(
+    kafka_sasl_cluster: KafkaCluster,
+) -> None:
+    """KIP-768's flow end to end: a local identity provider issues (unsigned) JWTs for the
+    client id it is given; the broker's unsecured validator accepts them."""
+    import json
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from aiostream_kafka.security import OAuthClientCredentialsProvider
+    from aiostream_kafka.testing.sasl import unsecured_jwt
+
+    requests: list[dict[str, str]] = []
+
+    class Issuer(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
+            form = dict(urllib.parse.parse_qsl(body))
+            requests.append(form)
+            token = unsecured_jwt("admin", lifetime_s=3600)
+            payload = json.dumps(
+                {"access_token": token, "token_type": "Bearer", "expires_in": 3600}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Issuer)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        cluster = kafka_sasl_cluster
+        topic = await _topic(cluster)
+        provider = OAuthClientCredentialsProvider(
+            f"http://127.0.0.1:{server.server_address[1]}/token",
+            "svc-client", "svc-secret", scope="kafka",
+        )  # fmt: skip
+        async with Producer(
+            cluster.sasl_plaintext_bootstrap_servers,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=provider,
+        ) as producer:
+            for n in range(10):
+                await producer.send(topic, value=b"%d" % n)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert await probe_end_offset(cluster, topic) == 10
+    assert requests, "the provider never asked the identity provider"
+    assert requests[0].get("grant_type") == "client_credentials"
+    assert requests[0].get("scope") == "kafka"
