@@ -12,6 +12,12 @@ written down as code:
   :func:`shielded` runs such cleanup to its end (bounded by a timeout) and re-raises the
   caller's cancellation afterwards.
 
+CPU-heavy work (compressing or inflating a large record batch) leaves the event loop
+through :func:`run_in_worker`: anyio's ``to_thread`` with a capacity limiter of our own per
+event loop, so the client never holds more than ``WORKER_THREADS`` of the threads it shares
+with the application, and a cancelled caller returns at once (the thread's result is
+dropped: the work only reads its input).
+
 Why not ``anyio.CancelScope(shield=True)``: under asyncio, anyio shields a task from anyio's
 own scopes, but the cancellations users actually send -- ``asyncio.timeout``,
 ``wait_for``, ``task.cancel()``, a failing ``asyncio.TaskGroup`` sibling -- are native
@@ -25,9 +31,14 @@ pattern mistakes the expired timeout for a fresh cancel and skips the rest of th
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Awaitable, Iterable
+import weakref
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
 
 from aiostream_kafka.errors import KafkaError
 
@@ -42,6 +53,25 @@ DEFAULT_CLOSE_TIMEOUT_S = 30.0
 # How long a task gets to finish after being cancelled before it is given up on (and
 # logged): our tasks handle cancellation at once; this only bounds a bug.
 CANCEL_GRACE_S = 5.0
+
+# Worker threads the client's CPU-heavy jobs may occupy at once, per event loop.
+WORKER_THREADS = 2
+
+_LIMITERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def run_in_worker(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``func(*args, **kwargs)`` in a worker thread, at most ``WORKER_THREADS`` at a
+    time per event loop. Cancelled, it returns at once and the result is dropped when the
+    thread ends (``func`` must not need cleanup)."""
+    loop = asyncio.get_running_loop()
+    limiter = _LIMITERS.get(loop)
+    if limiter is None:
+        limiter = _LIMITERS[loop] = anyio.CapacityLimiter(WORKER_THREADS)
+    call = functools.partial(func, *args, **kwargs)
+    return await anyio.to_thread.run_sync(call, limiter=limiter, abandon_on_cancel=True)
 
 
 async def _wait_absorbing(

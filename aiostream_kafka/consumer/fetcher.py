@@ -29,6 +29,21 @@ Fetch v16) or asks for a metadata refresh; the partition is then fetched from th
 leader, from the same fetch position, so nothing is skipped or repeated.
 OFFSET_OUT_OF_RANGE resets per ``auto_offset_reset``; an unknown topic or topic id makes
 the resolver check whether the topic was deleted.
+
+Follower fetching (KIP-392): a leader that answers with a ``preferred_read_replica`` (a
+consumer with ``client_rack``, a cluster with a rack-aware ``replica.selector.class``)
+sends the partition to that replica's fetcher for ``metadata_max_age_ms``, then the leader
+is asked again. Any error for the partition from the replica -- a partition error, OFFSET_OUT_OF_RANGE
+included (the replica may lag: never a reset before the leader says so), or the whole
+round failing -- sends it back to its leader at once (after repeated failures, after a
+back-off). The request to a replica carries the leader epoch as any other.
+
+Round failures: a lost connection or a timeout fails the round and backs off the broker.
+So does an error of the broker rather than of its partitions -- a response that does not
+decode, no common version of Fetch, a non-retriable top-level error -- which also drops
+the connection and the session (WARNING, naming the broker); the other brokers go on.
+Only errors about the application's access (authorization, authentication) end the
+consumer.
 """
 
 from __future__ import annotations
@@ -39,7 +54,15 @@ import time
 from typing import TYPE_CHECKING
 
 from aiostream_kafka.cluster.metadata import BrokerMetadata
-from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError, ProtocolError
+from aiostream_kafka.concurrency import run_in_worker
+from aiostream_kafka.errors import (
+    ClientClosedError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    ProtocolError,
+)
+from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.compression import OFFLOAD_MIN_BYTES, worth_offloading
@@ -71,12 +94,22 @@ _OFFSET_OUT_OF_RANGE = 1
 _CORRUPT_MESSAGE = 2
 _LEADER_ERRORS = ec.LEADER_MOVED_CODES
 _TOPIC_ERRORS = ec.TOPIC_GONE_CODES
+# Broker errors of the same kind are logged at WARNING at most this often per broker.
+_WARN_INTERVAL_S = 60.0
 # Partition data smaller than this holds no batch worth inflating in a worker thread.
 _OFFLOAD_MIN = min(OFFLOAD_MIN_BYTES.values())
 
 # Batches inflated in a worker thread, by (partition, base offset): the inflated batch, or
 # the error inflating raised (raised where filing meets the batch).
 _Inflated = dict[tuple[TopicPartition, int], RecordBatch | Exception]
+
+
+def ends_consumer(exc: KafkaError) -> bool:
+    """Whether ``exc``, met by a background task, ends the consumer: it concerns the
+    application's access (authorization, authentication), which no other broker and no
+    retry can fix, or the client was closed. Anything else from one broker is that
+    broker's problem: retried, and the other brokers go on."""
+    return isinstance(exc, ClientClosedError) or exc.error_code in ec.ACCESS_DENIED_CODES
 
 
 def _inflate_all(batches: list[RecordBatch]) -> list[RecordBatch | Exception]:
@@ -114,6 +147,20 @@ class Fetcher:
         self.session = FetchSession(node_id)
         self._go = asyncio.Event()
         self._round: FetchRound | None = None
+        self._conn: BrokerConnection | None = None
+        self._warned: tuple[type[BaseException], float] | None = None
+        # Diagnostics (tests, health checks): Fetch requests sent to this broker; records
+        # fetched from it, and those of partitions it serves as a follower (KIP-392);
+        # partitions it sent to a preferred read replica (as their leader) or back to their
+        # leader (as that replica); rounds failed by an error of the broker itself, and the
+        # last such error (cleared by a round that succeeds).
+        self.requests = 0
+        self.records = 0
+        self.follower_records = 0
+        self.replica_moves = 0
+        self.replica_fallbacks = 0
+        self.broker_errors = 0
+        self.broker_error: KafkaError | None = None
 
     def grant(self, fetch_round: FetchRound) -> None:
         """Start ``fetch_round`` (the scheduler grants one at a time per broker)."""
@@ -132,14 +179,17 @@ class Fetcher:
             outcome = RoundOutcome()
             try:
                 await self._fetch(fetch_round, outcome)
+                if outcome.error is None:
+                    self.broker_error = None
             except (NetworkError, KafkaTimeoutError) as exc:
-                self._failed(outcome, exc)
-            except ProtocolError:
-                raise  # a response that does not decode: a bug here or in the broker
+                self._failed(fetch_round, outcome, exc)
             except KafkaError as exc:
-                if not exc.retriable:
+                if exc.retriable:
+                    self._failed(fetch_round, outcome, exc)
+                elif ends_consumer(exc):
                     raise
-                self._failed(outcome, exc)
+                else:
+                    self._broker_failed(fetch_round, outcome, exc)
             finally:
                 for ps in fetch_round.partitions:
                     if ps.in_flight == self.node_id:
@@ -147,12 +197,60 @@ class Fetcher:
                 engine.buffer.unreserve(fetch_round.reservation)
                 engine.scheduler.round_done(self.node_id, outcome)
 
-    def _failed(self, outcome: RoundOutcome, exc: KafkaError) -> None:
+    def _failed(self, fetch_round: FetchRound, outcome: RoundOutcome, exc: KafkaError) -> None:
         log.info("fetch from broker %d failed: %s", self.node_id, exc)
         outcome.error = exc
         self.session.on_failure()
         self._engine.buffer.metrics.fetch_errors += 1
+        for ps in fetch_round.partitions:
+            if ps.read_replica == self.node_id:
+                self._back_to_leader(ps, f"the round failed: {exc}")
         self._engine.resolver.request_metadata()
+
+    def _broker_failed(self, fetch_round: FetchRound, outcome: RoundOutcome, exc: KafkaError) -> None:
+        """An error of this broker, not of the partitions (see the module doc): fail the
+        round as a lost connection does, and drop the connection (the session goes with
+        the round). The scheduler backs the broker off; the other brokers go on."""
+        self.broker_errors += 1
+        self.broker_error = exc
+        now = time.monotonic()
+        kind = type(exc)
+        if self._warned is None or self._warned[0] is not kind or now >= self._warned[1]:
+            self._warned = (kind, now + _WARN_INTERVAL_S)
+            log.warning(
+                "fetch from broker %d failed: %s: %s; retrying that broker after a back-off "
+                "(the other brokers are not affected)",
+                self.node_id,
+                kind.__name__,
+                exc,
+            )
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            conn.abandon(NetworkError(f"dropped after an error of broker {self.node_id}: {exc}"))
+        self._failed(fetch_round, outcome, exc)
+
+    def _back_to_leader(self, ps: PartitionState, why: str) -> None:
+        """Stop fetching ``ps`` from its preferred read replica (this broker): the next
+        round asks its leader -- at once, or after a back-off growing with the replica
+        failures in a row (a leader naming a failing replica again must not make a
+        busy loop)."""
+        ps.read_replica = None
+        ps.read_replica_failures += 1
+        self.replica_fallbacks += 1
+        client = self._engine.client
+        failures = ps.read_replica_failures
+        if failures > 1:
+            delay_ms = min(client.retry_backoff_max_ms, client.retry_backoff_ms * 2.0 ** (failures - 2))
+            ps.retry_at = time.monotonic() + delay_ms / 1000
+        else:
+            ps.retry_at = 0.0
+        log.info(
+            "%s[%d]: back to the leader after fetching from replica %d (%s)",
+            ps.tp.topic,
+            ps.tp.partition,
+            self.node_id,
+            why,
+        )
 
     async def close_session(self, timeout_ms: int) -> None:
         """Tell the broker to drop our fetch session (best effort, within ``timeout_ms``).
@@ -179,20 +277,23 @@ class Fetcher:
     async def _fetch(self, fetch_round: FetchRound, outcome: RoundOutcome) -> None:
         engine = self._engine
         config = engine.config
-        conn = await engine.cluster.connection(self.node_id, Lane.FETCH)
+        self._conn = None
+        conn = self._conn = await engine.cluster.connection(self.node_id, Lane.FETCH)
         version = conn.version_for(FetchRequest)
         if self.version_cap is not None:
             version = max(FetchRequest.MIN_VERSION, min(version, self.version_cap))
         snapshot = engine.cluster.snapshot
         max_batches = config.max_prefetch_batches
+        now = time.monotonic()
         wanted: list[SessionPartition] = []
         asked: dict[TopicPartition, tuple[PartitionState, int]] = {}
+        followed: set[TopicPartition] = set()
         for ps in fetch_round.partitions:
             meta = snapshot.partition(ps.tp)
             if (
                 ps.in_flight != self.node_id
                 or meta is None
-                or meta.leader != self.node_id
+                or ps.fetch_node(meta, snapshot.brokers, now) != self.node_id
                 or meta.leader_epoch != ps.leader_epoch
                 or ps.paused
                 or ps.blocked
@@ -216,6 +317,8 @@ class Fetcher:
                 )
             )
             asked[ps.tp] = (ps, ps.generation)
+            if meta.leader != self.node_id:
+                followed.add(ps.tp)
         if not wanted:
             return
         session = self.session
@@ -231,6 +334,7 @@ class Fetcher:
         )
         metrics = engine.buffer.metrics
         metrics.fetch_requests += 1
+        self.requests += 1
         if plan.full:
             metrics.full_fetches += 1
         else:
@@ -263,12 +367,16 @@ class Fetcher:
                 outcome.session_error = True
                 return
             if not error.retriable:
-                raise error
+                raise error  # run() tells the broker's errors from the consumer's
             outcome.error = error
+            for tp in followed:
+                self._back_to_leader(asked[tp][0], f"top-level error: {error}")
             engine.resolver.request_metadata()
             return
         inflated = await self._inflate_large(response, plan, asked, version)
-        outcome.records = self._file(response, plan, asked, version, fetch_round, inflated)
+        outcome.records = self._file(
+            response, plan, asked, followed, version, fetch_round, inflated
+        )
 
     async def _inflate_large(
         self,
@@ -324,7 +432,7 @@ class Fetcher:
                     pass  # filing raises it at the same batch
         if not batches:
             return {}
-        results = await asyncio.to_thread(_inflate_all, batches)
+        results = await run_in_worker(_inflate_all, batches)
         return dict(zip(keys, results, strict=True))
 
     def _file(
@@ -332,11 +440,13 @@ class Fetcher:
         response: FetchResponse,
         plan: FetchPlan,
         asked: dict[TopicPartition, tuple[PartitionState, int]],
+        followed: set[TopicPartition],
         version: int,
         fetch_round: FetchRound,
         inflated: _Inflated,
     ) -> bool:
         """File every partition of ``response``; return whether any had records.
+        ``followed``: partitions asked of this broker as their preferred read replica;
         ``inflated``: batches inflated beforehand (:meth:`_inflate_large`)."""
         engine = self._engine
         buffer = engine.buffer
@@ -372,9 +482,17 @@ class Fetcher:
                     or ps.fetch_position != sent.fetch_offset
                 ):
                     continue  # sought, reset or revoked while the fetch was out
+                follower = tp in followed
                 if pd.error_code:
-                    self._partition_error(ps, sent, pd, endpoints)
+                    if follower:
+                        self._replica_error(ps, pd, endpoints)
+                    else:
+                        self._partition_error(ps, sent, pd, endpoints)
                     continue
+                if follower:
+                    ps.read_replica_failures = 0
+                elif pd.preferred_read_replica >= 0 and pd.preferred_read_replica != self.node_id:
+                    self._prefer(ps, pd.preferred_read_replica)
                 ps.high_watermark = pd.high_watermark
                 ps.last_stable_offset = pd.last_stable_offset
                 ps.log_start_offset = pd.log_start_offset
@@ -382,7 +500,12 @@ class Fetcher:
                 if data is None or len(data) == 0:
                     continue
                 records = True
+                fetched = engine.buffer.metrics.fetched_records
                 chunk = self._absorb(ps, sent.fetch_offset, data, pd, budget, inflated)
+                fetched = engine.buffer.metrics.fetched_records - fetched
+                self.records += fetched
+                if follower:
+                    self.follower_records += fetched
                 if chunk is not None:
                     wire_admitted += chunk.wire
                     size_admitted += chunk.size
@@ -469,6 +592,55 @@ class Fetcher:
             )
         return chunk
 
+    def _prefer(self, ps: PartitionState, replica: int) -> None:
+        """This broker, the leader of ``ps``, named ``replica`` as the one to fetch from
+        (KIP-392): fetch from it for ``metadata_max_age_ms``, as Java's consumer does."""
+        engine = self._engine
+        until = time.monotonic() + engine.client.metadata_max_age_ms / 1000
+        if ps.prefer_replica(replica, until):
+            self.replica_moves += 1
+            log.debug(
+                "%s[%d]: leader %d prefers replica %d (KIP-392)",
+                ps.tp.topic,
+                ps.tp.partition,
+                self.node_id,
+                replica,
+            )
+            if replica not in engine.cluster.snapshot.brokers:
+                engine.resolver.request_metadata()
+
+    def _replica_error(
+        self,
+        ps: PartitionState,
+        pd: FetchResponse.PartitionData,
+        endpoints: dict[int, BrokerMetadata],
+    ) -> None:
+        """An error for ``ps`` from this broker as its preferred read replica: back to the
+        leader, which decides (an out-of-range offset here is no reason to reset: the
+        replica may be behind; OFFSET_NOT_AVAILABLE, FENCED_LEADER_EPOCH... alike)."""
+        code = pd.error_code
+        info = ec.ERRORS_BY_CODE.get(code)
+        self._back_to_leader(ps, info.name if info is not None else f"error {code}")
+        if code in _LEADER_ERRORS or code in _TOPIC_ERRORS:
+            if not self._apply_hint(ps, pd, endpoints):
+                self._engine.resolver.request_metadata()
+
+    def _apply_hint(
+        self, ps: PartitionState, pd: FetchResponse.PartitionData, endpoints: dict[int, BrokerMetadata]
+    ) -> bool:
+        """Apply the KIP-951 leader hint of ``pd`` if it is news; return whether it was."""
+        engine = self._engine
+        leader = pd.current_leader
+        if leader.leader_id < 0 or leader.leader_epoch < 0:
+            return False
+        changed = engine.cluster.apply_leader_hint(
+            ps.tp, leader.leader_id, leader.leader_epoch, endpoints.get(leader.leader_id)
+        )
+        if changed:
+            engine.buffer.metrics.leader_hints += 1
+            engine.resolver.wake()
+        return changed
+
     def _partition_error(
         self,
         ps: PartitionState,
@@ -490,16 +662,9 @@ class Fetcher:
             return
         ps.retry_at = time.monotonic() + client.retry_backoff_ms / 1000
         if code in _LEADER_ERRORS:
-            leader = pd.current_leader
-            if leader.leader_id >= 0 and leader.leader_epoch >= 0:
-                changed = engine.cluster.apply_leader_hint(
-                    ps.tp, leader.leader_id, leader.leader_epoch, endpoints.get(leader.leader_id)
-                )
-                if changed:
-                    engine.buffer.metrics.leader_hints += 1
-                    ps.retry_at = 0.0
-                    engine.resolver.wake()
-                    return
+            if self._apply_hint(ps, pd, endpoints):
+                ps.retry_at = 0.0
+                return
             log.debug("%s[%d] on broker %d: %s", ps.tp.topic, ps.tp.partition, self.node_id, code)
             engine.resolver.request_metadata()
             return

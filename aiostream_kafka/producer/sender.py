@@ -19,7 +19,8 @@ write in order. Idempotence relies on this (see :mod:`~aiostream_kafka.producer.
 
 A batch large enough for its codec (:func:`~aiostream_kafka.protocol.compression.worth_offloading`)
 is compressed in a worker thread first: once it is ready (or closed behind a ready one), a
-job task owned by the sender closes it and awaits ``asyncio.to_thread`` on the codec; the
+job task owned by the sender closes it and awaits the codec in a worker thread
+(``concurrency.run_in_worker``); the
 batch is not taken into a request until the job ended, and only the header and CRC are
 stamped when it is (nothing changes for sequences or order: they are assigned when the
 head is taken, as before). Smaller batches are compressed inline.
@@ -44,7 +45,7 @@ from typing import Any
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import run_in_worker, stop_tasks
 from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import Lane
@@ -335,7 +336,7 @@ class Sender:
         builder = batch.builder
         count = builder.record_count
         try:
-            records = await asyncio.to_thread(
+            records = await run_in_worker(
                 codecs.compress,
                 config.compression,
                 builder.records_buffer,

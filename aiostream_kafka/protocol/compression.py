@@ -14,9 +14,11 @@ Wire formats, as the Java client writes and reads them:
   (xerial's ``SnappyInputStream`` also falls back to raw input) and write the xerial
   framing by default so Java, librdkafka and older clients all decode our batches.
   Snappy needs the optional ``cramjam`` package (``pip install aiostream-kafka[snappy]``).
-* ``LZ4``: the standard LZ4 frame format (KAFKA-3160 fixed the header checksum for magic
-  1+). Java's ``Lz4BlockInputStream`` decodes every block on its own, so we write
-  independent 64 KiB blocks without content size, like ``Lz4BlockOutputStream``.
+* ``LZ4``: the standard LZ4 frame format. Java's ``Lz4BlockInputStream`` decodes every
+  block on its own, so we write independent 64 KiB blocks without content size, like
+  ``Lz4BlockOutputStream``. Legacy magic 0 messages were written with a wrong frame header
+  checksum (KAFKA-3160: the checksum covered the frame's magic number too), which Java
+  ignores for magic 0; :func:`repair_lz4_header_checksum` rewrites it before decoding.
 * ``ZSTD``: zstd frames (KIP-110), several concatenated frames accepted on read.
 
 Bounded memory: :func:`decompress` never produces more than ``max_decompressed_bytes``
@@ -71,7 +73,7 @@ data, 2-core x86 machine under load: gzip compresses 64 KiB in 0.7-1.9 ms, zstd 
 times cheaper per input byte, except on highly compressible data where the output per input
 byte grows: 512 KiB of snappy-compressed JSON inflates in 1.4 ms). Running it inline costs
 the event loop less than handing it to a thread would gain (a round trip through
-``asyncio.to_thread`` is about 0.1 ms); the producer's default 16 KiB batches always stay
+a worker thread is about 0.1 ms); the producer's default 16 KiB batches always stay
 inline."""
 
 
@@ -353,6 +355,98 @@ def _zstd_decompress(zstd: Any, data: _Buffer, limit: int) -> bytes:
     return b"".join(parts)
 
 
+# xxHash32 (https://github.com/Cyan4973/xxHash), for the LZ4 frame header checksum only
+# (a few bytes): pure Python is fast enough and needs no extra dependency.
+_M32: Final = 0xFFFFFFFF
+_XXP1: Final = 2654435761
+_XXP2: Final = 2246822519
+_XXP3: Final = 3266489917
+_XXP4: Final = 668265263
+_XXP5: Final = 374761393
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes | bytearray | memoryview, seed: int = 0) -> int:
+    """Return the 32-bit xxHash of ``data`` (pure Python; meant for short inputs)."""
+    buf = bytes(data)
+    n = len(buf)
+    i = 0
+    if n >= 16:
+        lanes = [
+            (seed + _XXP1 + _XXP2) & _M32,
+            (seed + _XXP2) & _M32,
+            seed & _M32,
+            (seed - _XXP1) & _M32,
+        ]
+        while i + 16 <= n:
+            for k in range(4):
+                word = int.from_bytes(buf[i : i + 4], "little")
+                lanes[k] = (_rotl32((lanes[k] + word * _XXP2) & _M32, 13) * _XXP1) & _M32
+                i += 4
+        h = (
+            _rotl32(lanes[0], 1)
+            + _rotl32(lanes[1], 7)
+            + _rotl32(lanes[2], 12)
+            + _rotl32(lanes[3], 18)
+        ) & _M32
+    else:
+        h = (seed + _XXP5) & _M32
+    h = (h + n) & _M32
+    while i + 4 <= n:
+        h = (h + int.from_bytes(buf[i : i + 4], "little") * _XXP3) & _M32
+        h = (_rotl32(h, 17) * _XXP4) & _M32
+        i += 4
+    while i < n:
+        h = (h + buf[i] * _XXP5) & _M32
+        h = (_rotl32(h, 11) * _XXP1) & _M32
+        i += 1
+    h ^= h >> 15
+    h = (h * _XXP2) & _M32
+    h ^= h >> 13
+    h = (h * _XXP3) & _M32
+    h ^= h >> 16
+    return h
+
+
+_LZ4_FRAME_MAGIC: Final = b"\x04\x22\x4d\x18"
+
+
+def lz4_header_checksum(frame: bytes | bytearray | memoryview, *, broken: bool = False) -> int:
+    """Return the header checksum byte an LZ4 frame starting at ``frame[0]`` should carry:
+    the second byte of xxHash32 of the frame descriptor (FLG, BD, optional content size and
+    dictionary id). ``broken=True`` gives what Kafka's legacy magic 0 writer put there
+    (KAFKA-3160): the same hash taken from the frame's first byte, magic number included.
+
+    Raises ``CorruptRecordError`` if ``frame`` is not the start of an LZ4 frame.
+    """
+    view = memoryview(frame).cast("B")
+    if len(view) < 7 or view[:4].tobytes() != _LZ4_FRAME_MAGIC:
+        raise CorruptRecordError("not an lz4 frame")
+    flg = view[4]
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if len(view) <= end:
+        raise CorruptRecordError("truncated lz4 frame header")
+    return (xxh32(view[0 if broken else 4 : end]) >> 8) & 0xFF
+
+
+def repair_lz4_header_checksum(frame: bytes | bytearray | memoryview) -> bytes:
+    """Return ``frame`` (an LZ4 frame) with its header checksum byte recomputed, so that a
+    frame from Kafka's legacy magic 0 writer (KAFKA-3160) decodes; like Java, which ignores
+    that byte for magic 0 messages. Only the first frame's header is rewritten (Kafka
+    writes one frame per message).
+
+    Raises ``CorruptRecordError`` if ``frame`` is not an LZ4 frame.
+    """
+    out = bytearray(frame)
+    flg = out[4] if len(out) > 4 else 0
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    out[end] = lz4_header_checksum(out)
+    return bytes(out)
+
+
 def _raw_snappy_length(data: _Buffer, start: int, end: int) -> int:
     """Return the uncompressed length preamble (unsigned varint) of a raw snappy block."""
     result = 0
@@ -407,5 +501,8 @@ __all__ = [
     "decompress",
     "ensure_available",
     "is_available",
+    "lz4_header_checksum",
+    "repair_lz4_header_checksum",
     "worth_offloading",
+    "xxh32",
 ]
