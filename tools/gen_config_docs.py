@@ -311,7 +311,10 @@ CONSUMER_OPTIONS: dict[str, tuple[str, str]] = {
     "client_rack": (
         "",
         "The consumer's rack, sent with Fetch so that a broker configured with a replica"
-        " selector can serve it from a replica in the same rack (KIP-392).",
+        " selector can serve it from a replica in the same rack (KIP-392): the leader names"
+        " that replica, which then serves the partition for `metadata_max_age_ms` (any error"
+        " from it sends the partition back to the leader). With a `group_id` it is also the"
+        " member's rack for rack-aware assignment (KIP-881).",
     ),
     "missing_topic_timeout_ms": (
         "ms",
@@ -340,15 +343,17 @@ GROUP_OPTION_DOCS: dict[str, tuple[str, str, str]] = {  # name -> (type, unit, d
     "heartbeat_interval_ms": (
         "int",
         "ms",
-        "Time between two heartbeats of a stable member. Heartbeats run in their own task"
-        " and never wait for record processing. Must be below `session_timeout_ms`.",
+        "Time between two heartbeats. Heartbeats run in their own task, through rebalances"
+        " and callbacks, and never wait for record processing. Must be below"
+        " `session_timeout_ms`.",
     ),
     "max_poll_interval_ms": (
         "int",
         "ms",
-        "Sent as the rebalance timeout: how long the coordinator waits for every member to"
-        " rejoin during a rebalance. Unlike in the Java client it does not evict a member"
-        " that processes slowly (there is no poll loop to watch).",
+        "Poll liveness, as in the Java client: when the application has not asked for"
+        " records for this long (no iterator waiting, none handed out), or one of its"
+        " rebalance callbacks has run this long, the member leaves the group until it asks"
+        " again (see Rebalances). Also sent as the rebalance timeout.",
     ),
     "partition_assignment_strategy": (
         "str | list[str]",
