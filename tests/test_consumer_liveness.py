@@ -168,8 +168,8 @@ async def test_a_failing_committed_offset_lookup_is_retried_then_consumed(
     await _produce(bootstrap, topic, 400)
     async with Consumer(bootstrap, group_id=_group(), **FAST) as consumer:  # type: ignore[arg-type]
         assert consumer._group is not None
-        coordinator = consumer._group.coordinator
-        real = coordinator.committed
+        offsets = consumer._group.coordinator.offsets
+        real = offsets.committed
         failures = 0
         problems: list[str | None] = []
 
@@ -180,7 +180,7 @@ async def test_a_failing_committed_offset_lookup_is_retried_then_consumed(
                 raise KafkaTimeoutError("injected: committed offsets timed out")
             return await real(partitions)
 
-        monkeypatch.setattr(coordinator, "committed", flaky)
+        monkeypatch.setattr(offsets, "committed", flaky)
         consumer.subscribe([topic])
         got = 0
         async with asyncio.timeout(30):
@@ -206,7 +206,7 @@ async def test_a_non_retriable_committed_offset_error_reaches_the_iterator(
         async def denied(partitions: Any) -> Any:
             raise GroupAuthorizationFailedError("injected: not authorized to describe the group")
 
-        monkeypatch.setattr(consumer._group.coordinator, "committed", denied)
+        monkeypatch.setattr(consumer._group.coordinator.offsets, "committed", denied)
         consumer.subscribe([topic])
         began = time.monotonic()
         with pytest.raises(GroupAuthorizationFailedError):

@@ -210,7 +210,7 @@ class ConsumerGroup:
         backoff = self.coordinator.config.retry_backoff_ms / 1000
         while True:
             try:
-                committed = await self.coordinator.committed(partitions)
+                committed = await self.coordinator.offsets.committed(partitions)
             except KafkaError as exc:
                 if not exc.retriable:
                     log.error("group %s: cannot read the committed offsets of %d assigned "
@@ -346,7 +346,7 @@ class ConsumerGroup:
                 wanted[tp] = om
             if not wanted:
                 return
-            await self.coordinator.commit(wanted)
+            await self.coordinator.offsets.commit(wanted)
             for tp, om in wanted.items():
                 self.committed_offsets[tp] = om.offset
                 if self.staged.get(tp, -1) <= om.offset:

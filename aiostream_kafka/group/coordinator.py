@@ -36,16 +36,13 @@ import logging
 import random
 import re
 import time
-import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.errors import (
-    CommitFailedError,
     ConfigError,
     FencedMemberError,
     KafkaError,
@@ -54,6 +51,7 @@ from aiostream_kafka.errors import (
     reraisable,
 )
 from aiostream_kafka.group.assignors import Assignor, MemberSubscription
+from aiostream_kafka.group.offsets import GroupOffsets
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.base import Request, Response
@@ -66,11 +64,6 @@ from aiostream_kafka.protocol.messages.consumer_protocol_subscription import (
 from aiostream_kafka.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from aiostream_kafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
-from aiostream_kafka.protocol.messages.offset_commit import (
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-)
-from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from aiostream_kafka.structs import TopicPartition
 
@@ -85,7 +78,6 @@ _ILLEGAL_GENERATION = 22
 _REBALANCE_IN_PROGRESS = 27
 _MEMBER_ID_REQUIRED = 79
 _FENCED_INSTANCE_ID = 82
-_UNSTABLE_OFFSET_COMMIT = 88
 
 
 class GroupState(enum.Enum):
@@ -211,6 +203,8 @@ class GroupCoordinator:
         self._resume.set()
         self.poll_timeouts = 0
         self._changed = asyncio.Condition()
+        # Committing and reading the group's offsets, for this membership.
+        self.offsets = GroupOffsets(cluster, config, self)
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
 
@@ -246,9 +240,31 @@ class GroupCoordinator:
             raise ConfigError("subscribe() before starting the group membership")
         group = self.config.group_id
         self._tasks = [
-            asyncio.create_task(self._membership_loop(), name=f"group {group} membership"),
-            asyncio.create_task(self._heartbeat_loop(), name=f"group {group} heartbeat"),
+            asyncio.create_task(
+                self._supervised(self._membership_loop, "membership"),
+                name=f"group {group} membership",
+            ),
+            asyncio.create_task(
+                self._supervised(self._heartbeat_loop, "heartbeat"),
+                name=f"group {group} heartbeat",
+            ),
         ]
+
+    async def _supervised(self, body: Callable[[], Awaitable[None]], what: str) -> None:
+        """Run a task's body; a bug that ends it fails the member rather than leaving it
+        in the group without heartbeats or without a membership loop (a zombie)."""
+        try:
+            await body()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("group %s: the %s task failed", self.config.group_id, what)
+            error = exc if isinstance(exc, KafkaError) else KafkaError(
+                f"group {self.config.group_id!r}: the {what} task failed: {exc!r}")  # fmt: skip
+            if error is not exc:
+                error.__cause__ = exc
+            self._closing = True
+            await self._fail(error, GroupState.FAILED)
 
     async def wait_stable(self, timeout_s: float | None = None) -> None:
         """Wait until the member has joined and has its assignment.
@@ -298,7 +314,7 @@ class GroupCoordinator:
 
     # -- coordinator discovery -------------------------------------------------------------
 
-    async def _coordinator(self) -> int:
+    async def coordinator_node(self) -> int:
         if self._coordinator_id is not None:
             return self._coordinator_id
         node = await self.cluster.find_coordinator(self.config.group_id, _GROUP_KEY_TYPE)
@@ -307,7 +323,13 @@ class GroupCoordinator:
         log.debug("group %s: coordinator is broker %d", group, node)
         return node
 
-    def _coordinator_lost(self, why: object) -> None:
+    def final_error(self) -> KafkaError | None:
+        """The error that ended the membership for good (fenced, failed), if any."""
+        if self.state in (GroupState.FENCED, GroupState.FAILED):
+            return self.error
+        return None
+
+    def coordinator_lost(self, why: object) -> None:
         if self._coordinator_id is not None:
             log.info("group %s: coordinator %s lost: %s", self.config.group_id,
                      self._coordinator_id, why)  # fmt: skip
@@ -316,7 +338,7 @@ class GroupCoordinator:
     async def _send(
         self, request: Request, lane: Lane = Lane.CONTROL, timeout_ms: float | None = None
     ) -> Response:
-        node = await self._coordinator()
+        node = await self.coordinator_node()
         return await self.cluster.send(node, request, lane=lane, timeout_ms=timeout_ms)
 
     # -- membership ------------------------------------------------------------------------
@@ -353,7 +375,7 @@ class GroupCoordinator:
                 if again.delay:
                     await asyncio.sleep(again.delay)
             except (NetworkError, KafkaTimeoutError) as exc:
-                self._coordinator_lost(exc)
+                self.coordinator_lost(exc)
                 self._rejoin.set()
                 await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                 backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
@@ -451,7 +473,7 @@ class GroupCoordinator:
     def _group_error(self, code: int, what: str) -> None:
         """React to a JoinGroup/SyncGroup error code: raise _Rejoin or a final error."""
         if code in _COORDINATOR_MOVED:
-            self._coordinator_lost(ec.ERRORS_BY_CODE[code].name)
+            self.coordinator_lost(ec.ERRORS_BY_CODE[code].name)
             raise _Rejoin(f"{what}: coordinator moved", self.config.retry_backoff_ms / 1000)
         if code == _REBALANCE_IN_PROGRESS:
             raise _Rejoin(f"{what}: a new rebalance started")
@@ -645,7 +667,7 @@ class GroupCoordinator:
             try:
                 response = await self._send(request, timeout_ms=self.config.session_timeout_ms)
             except (NetworkError, KafkaTimeoutError, ec.CoordinatorNotAvailableError) as exc:
-                self._coordinator_lost(exc)
+                self.coordinator_lost(exc)
                 continue
             except KafkaError as exc:
                 log.warning("group %s: heartbeat failed: %s", self.config.group_id, exc)
@@ -685,7 +707,7 @@ class GroupCoordinator:
                 self._closing = True  # the membership loop ends too
                 return
             elif code in _COORDINATOR_MOVED:
-                self._coordinator_lost(ec.ERRORS_BY_CODE[code].name)
+                self.coordinator_lost(ec.ERRORS_BY_CODE[code].name)
             else:
                 log.warning("group %s: heartbeat error %d", self.config.group_id, code)
 
@@ -730,214 +752,8 @@ class GroupCoordinator:
         await self._set_state(GroupState.UNJOINED)
         self._rejoin.set()  # wakes the membership task, which drops the partitions
 
-    # -- offsets ---------------------------------------------------------------------------
-
-    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        """Commit ``offsets`` (the next offset to consume of each partition) for the group.
-
-        Raises:
-            CommitFailedError: a partition is not owned by this member (revoked or lost),
-                or the group moved to a new generation; nothing is committed then.
-            FencedMemberError: this static member was fenced.
-            KafkaTimeoutError: the coordinator did not accept it within
-                ``default_api_timeout_ms``.
-        """
-        if not offsets:
-            return
-        if self.state in (GroupState.FENCED, GroupState.FAILED) and self.error is not None:
-            raise reraisable(self.error)
-        not_owned = sorted(tp for tp in offsets if tp not in self.owned)
-        if not_owned:
-            raise CommitFailedError(
-                f"group {self.config.group_id!r}: cannot commit offsets of {not_owned}: this "
-                "member does not own them (they were revoked or lost in a rebalance)"
-            )
-        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
-        backoff = self.config.retry_backoff_ms / 1000
-        while True:
-            try:
-                await self._commit_once(offsets)
-                return
-            except (NetworkError, KafkaTimeoutError) as exc:
-                self._coordinator_lost(exc)
-                error: KafkaError = exc
-            except ec.NotCoordinatorError as exc:
-                self._coordinator_lost(exc)
-                error = exc
-            except (ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError) as exc:
-                self._coordinator_lost(exc)
-                error = exc
-            if time.monotonic() + backoff > deadline:
-                raise KafkaTimeoutError(
-                    f"group {self.config.group_id!r}: commit not accepted within "
-                    f"{self.config.default_api_timeout_ms} ms: {error}"
-                ) from error
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
-
-    async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        node = await self._coordinator()
-        conn = await self.cluster.connection(node)
-        version = conn.version_for(OffsetCommitRequest)
-        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
-        for tp, om in offsets.items():
-            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
-        snapshot = self.cluster.snapshot
-        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
-            snapshot = await self.cluster.refresh(by_topic)
-        topics = []
-        for topic, parts in by_topic.items():
-            meta = snapshot.topics.get(topic)
-            kwargs: dict[str, object] = {"name": topic} if version < 10 else {
-                "topic_id": meta.topic_id if meta else None}  # fmt: skip
-            topics.append(
-                OffsetCommitRequest.OffsetCommitRequestTopic(
-                    partitions=[
-                        OffsetCommitRequest.OffsetCommitRequestPartition(
-                            partition_index=p,
-                            committed_offset=om.offset,
-                            committed_leader_epoch=-1
-                            if om.leader_epoch is None
-                            else om.leader_epoch,
-                            committed_metadata=om.metadata,
-                        )
-                        for p, om in parts
-                    ],
-                    **kwargs,  # type: ignore[arg-type]
-                )
-            )
-        request = OffsetCommitRequest(
-            group_id=self.config.group_id,
-            generation_id_or_member_epoch=self.generation,
-            member_id=self.member_id,
-            group_instance_id=self.config.group_instance_id,
-            topics=topics,
-        )
-        response = await conn.request(request, version=version)
-        assert isinstance(response, OffsetCommitResponse)
-        for answered in response.topics:
-            name = (
-                getattr(answered, "name", None) or snapshot.topic_name(answered.topic_id) or "?"
-            )
-            for p in answered.partitions:
-                code = p.error_code
-                if code == 0:
-                    continue
-                where = f"{name}[{p.partition_index}]"
-                if code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS):
-                    if code != _REBALANCE_IN_PROGRESS:
-                        self.request_rejoin(f"commit: {ec.ERRORS_BY_CODE[code].name}")
-                    raise CommitFailedError(
-                        f"group {self.config.group_id!r}: commit of {where} refused "
-                        f"({ec.ERRORS_BY_CODE[code].name}): the group is rebalancing or this "
-                        "member left it; the partition's new owner continues from the last "
-                        "committed offset"
-                    )
-                if code == _FENCED_INSTANCE_ID:
-                    raise FencedMemberError(f"group {self.config.group_id!r}: fenced")
-                raise ec.error_from_code(
-                    code, f"group {self.config.group_id!r}: commit of {where}: "
-                    f"{ec.ERRORS_BY_CODE[code].name if code in ec.ERRORS_BY_CODE else code}"
-                )  # fmt: skip
-
-    async def committed(
-        self, partitions: Collection[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """Return the group's committed offset of each partition (None: nothing committed).
-
-        Waits out UNSTABLE_OFFSET_COMMIT (a transactional commit pending) and coordinator
-        moves, up to ``default_api_timeout_ms``.
-        """
-        parts = sorted(set(partitions))
-        if not parts:
-            return {}
-        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
-        while True:
-            try:
-                return await self._committed_once(parts)
-            except (NetworkError, KafkaTimeoutError, ec.NotCoordinatorError,
-                    ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError,
-                    ec.UnstableOffsetCommitError) as exc:  # fmt: skip
-                if not isinstance(exc, ec.UnstableOffsetCommitError):
-                    self._coordinator_lost(exc)
-                if time.monotonic() > deadline:
-                    raise KafkaTimeoutError(
-                        f"group {self.config.group_id!r}: committed offsets not available "
-                        f"within {self.config.default_api_timeout_ms} ms: {exc}"
-                    ) from exc
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-
-    async def _committed_once(
-        self, parts: list[TopicPartition]
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        node = await self._coordinator()
-        conn = await self.cluster.connection(node)
-        version = conn.version_for(OffsetFetchRequest)
-        by_topic: dict[str, list[int]] = {}
-        for tp in parts:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        snapshot = self.cluster.snapshot
-        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
-            snapshot = await self.cluster.refresh(by_topic)
-        topics = [
-            OffsetFetchRequest.OffsetFetchRequestTopics(
-                name=t,
-                topic_id=snapshot.topics[t].topic_id if t in snapshot.topics else _ZERO_UUID,
-                partition_indexes=ps,
-            )
-            for t, ps in by_topic.items()
-        ]
-        request = OffsetFetchRequest(
-            groups=[
-                OffsetFetchRequest.OffsetFetchRequestGroup(
-                    group_id=self.config.group_id, topics=topics
-                )
-            ],
-            group_id=self.config.group_id,
-            topics=[
-                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-                for t, ps in by_topic.items()
-            ],
-            require_stable=True,
-        )
-        if version >= 8:
-            request.group_id = ""
-            request.topics = []
-        else:
-            request.groups = []
-        response = await conn.request(request, version=version)
-        assert isinstance(response, OffsetFetchResponse)
-        result: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(parts)
-        if version >= 8:
-            group = response.groups[0]
-            if group.error_code:
-                raise ec.error_from_code(group.error_code, f"group {self.config.group_id!r}")
-            entries = [
-                (t.name or snapshot.topic_name(t.topic_id), p)
-                for t in group.topics
-                for p in t.partitions
-            ]
-        else:
-            if response.error_code:
-                raise ec.error_from_code(response.error_code, f"group {self.config.group_id!r}")
-            entries = [(t.name, p) for t in response.topics for p in t.partitions]  # type: ignore[misc]
-        for name, p in entries:
-            if name is None:
-                continue
-            if p.error_code:
-                raise ec.error_from_code(
-                    p.error_code, f"committed offset of {name}[{p.partition_index}]"
-                )
-            if p.committed_offset >= 0:
-                result[TopicPartition(name, p.partition_index)] = OffsetAndMetadata(
-                    p.committed_offset,
-                    p.metadata,
-                    p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
-                )
-        return result
-
     async def _leave(self) -> None:
-        conn = await self.cluster.connection(await self._coordinator())
+        conn = await self.cluster.connection(await self.coordinator_node())
         version = conn.version_for(LeaveGroupRequest)
         if version >= 3:
             request = LeaveGroupRequest(
@@ -967,5 +783,3 @@ def _decode_assignment(raw: bytes | memoryview) -> frozenset[TopicPartition]:
         TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions
     )
 
-
-_ZERO_UUID = uuid.UUID(int=0)

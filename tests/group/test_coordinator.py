@@ -40,6 +40,9 @@ class Recorder:
         self.events.append(("lost", partitions))
         self.owned -= partitions
 
+    def stalled(self) -> tuple[float, str]:
+        return 0.0, "the test asks all the time"
+
     def member_failed(self, error: Exception) -> None:
         self.events.append(("failed", frozenset()))
 
@@ -167,13 +170,13 @@ async def test_commit_and_committed(new_topic: NewTopic, members) -> None:  # ty
     coordinator, _recorder = await members(group, [topic])
     await _all_stable(coordinator)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
-    assert await coordinator.committed([tp0, tp1]) == {tp0: None, tp1: None}
-    await coordinator.commit({tp0: OffsetAndMetadata(42, "m"), tp1: OffsetAndMetadata(7)})
-    committed = await coordinator.committed([tp0, tp1])
+    assert await coordinator.offsets.committed([tp0, tp1]) == {tp0: None, tp1: None}
+    await coordinator.offsets.commit({tp0: OffsetAndMetadata(42, "m"), tp1: OffsetAndMetadata(7)})
+    committed = await coordinator.offsets.committed([tp0, tp1])
     assert committed[tp0] == OffsetAndMetadata(42, "m", None)
     assert committed[tp1] is not None and committed[tp1].offset == 7
     with pytest.raises(CommitFailedError, match="does not own"):
-        await coordinator.commit({TopicPartition(topic, 5): OffsetAndMetadata(1)})
+        await coordinator.offsets.commit({TopicPartition(topic, 5): OffsetAndMetadata(1)})
 
 
 async def test_static_member_restart_keeps_its_partitions(new_topic: NewTopic, members) -> None:  # type: ignore[no-untyped-def]
@@ -220,3 +223,25 @@ async def test_a_pattern_picks_up_new_topics(new_topic: NewTopic, members) -> No
         lambda: asyncio.sleep(0, set(recorder.owned)), lambda o: len(o) == 5, timeout_s=20
     )
     assert {tp.topic for tp in recorder.owned} == {first, second}
+
+
+async def test_a_task_that_dies_fails_the_member_instead_of_leaving_a_zombie(
+    new_topic: NewTopic,
+    members,  # type: ignore[no-untyped-def]
+) -> None:
+    """A bug in the heartbeat task (here: the listener's liveness probe raising) must not
+    leave a member in its group without heartbeats: the member fails, visibly."""
+    topic = await new_topic(partitions=2)
+    coordinator, recorder = await members(_group(), [topic])
+    await _all_stable(coordinator)
+
+    def broken() -> tuple[float, str]:
+        raise RuntimeError("probe bug")
+
+    recorder.stalled = broken  # type: ignore[method-assign]
+    await eventually(
+        lambda: asyncio.sleep(0, coordinator.state), lambda s: s is GroupState.FAILED, 10
+    )
+    assert ("failed", frozenset()) in recorder.events
+    assert coordinator.error is not None and "probe bug" in str(coordinator.error)
+    assert coordinator.owned == frozenset()

@@ -1,0 +1,275 @@
+"""``GroupOffsets``: the group's committed offsets, for one membership.
+
+Split from the membership (:mod:`~aiostream_kafka.group.coordinator`): committing and
+reading offsets need only the membership's identity (generation, member id, owned
+partitions, state) and its coordinator, which :class:`Membership` names. OffsetCommit
+carries the generation so that a member that left or missed a rebalance cannot commit;
+OffsetFetch asks for stable offsets (KIP-447: a pending transactional commit is waited
+out). Both retry coordinator moves and network errors up to ``default_api_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+from aiostream_kafka.admin.types import OffsetAndMetadata
+from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.errors import (
+    CommitFailedError,
+    FencedMemberError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    reraisable,
+)
+from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
+from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from aiostream_kafka.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from aiostream_kafka.group.coordinator import GroupConfig
+
+_UNKNOWN_MEMBER_ID = 25
+_ILLEGAL_GENERATION = 22
+_REBALANCE_IN_PROGRESS = 27
+_FENCED_INSTANCE_ID = 82
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class Membership(Protocol):
+    """What committing needs of the membership (the group coordinator)."""
+
+    generation: int
+    member_id: str
+    owned: frozenset[TopicPartition]
+
+    def final_error(self) -> KafkaError | None:
+        """The error that ended the membership for good (fenced, failed), if any."""
+
+    async def coordinator_node(self) -> int: ...
+
+    def coordinator_lost(self, why: object) -> None: ...
+
+    def request_rejoin(self, reason: str) -> None: ...
+
+
+class GroupOffsets:
+    """Commit and read group ``config.group_id``'s offsets as ``member``."""
+
+    def __init__(self, cluster: Cluster, config: GroupConfig, member: Membership) -> None:
+        self.cluster = cluster
+        self.config = config
+        self._member = member
+
+    async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit ``offsets`` (the next offset to consume of each partition) for the group.
+
+        Raises:
+            CommitFailedError: a partition is not owned by this member (revoked or lost),
+                or the group moved to a new generation; nothing is committed then.
+            FencedMemberError: this static member was fenced.
+            KafkaTimeoutError: the coordinator did not accept it within
+                ``default_api_timeout_ms``.
+        """
+        if not offsets:
+            return
+        final = self._member.final_error()
+        if final is not None:
+            raise reraisable(final)
+        not_owned = sorted(tp for tp in offsets if tp not in self._member.owned)
+        if not_owned:
+            raise CommitFailedError(
+                f"group {self.config.group_id!r}: cannot commit offsets of {not_owned}: this "
+                "member does not own them (they were revoked or lost in a rebalance)"
+            )
+        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
+        backoff = self.config.retry_backoff_ms / 1000
+        while True:
+            try:
+                await self._commit_once(offsets)
+                return
+            except (NetworkError, KafkaTimeoutError) as exc:
+                self._member.coordinator_lost(exc)
+                error: KafkaError = exc
+            except ec.NotCoordinatorError as exc:
+                self._member.coordinator_lost(exc)
+                error = exc
+            except (ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError) as exc:
+                self._member.coordinator_lost(exc)
+                error = exc
+            if time.monotonic() + backoff > deadline:
+                raise KafkaTimeoutError(
+                    f"group {self.config.group_id!r}: commit not accepted within "
+                    f"{self.config.default_api_timeout_ms} ms: {error}"
+                ) from error
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+
+    async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        node = await self._member.coordinator_node()
+        conn = await self.cluster.connection(node)
+        version = conn.version_for(OffsetCommitRequest)
+        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
+        for tp, om in offsets.items():
+            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
+        snapshot = self.cluster.snapshot
+        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
+            snapshot = await self.cluster.refresh(by_topic)
+        topics = []
+        for topic, parts in by_topic.items():
+            meta = snapshot.topics.get(topic)
+            kwargs: dict[str, object] = {"name": topic} if version < 10 else {
+                "topic_id": meta.topic_id if meta else None}  # fmt: skip
+            topics.append(
+                OffsetCommitRequest.OffsetCommitRequestTopic(
+                    partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=p,
+                            committed_offset=om.offset,
+                            committed_leader_epoch=-1
+                            if om.leader_epoch is None
+                            else om.leader_epoch,
+                            committed_metadata=om.metadata,
+                        )
+                        for p, om in parts
+                    ],
+                    **kwargs,  # type: ignore[arg-type]
+                )
+            )
+        request = OffsetCommitRequest(
+            group_id=self.config.group_id,
+            generation_id_or_member_epoch=self._member.generation,
+            member_id=self._member.member_id,
+            group_instance_id=self.config.group_instance_id,
+            topics=topics,
+        )
+        response = await conn.request(request, version=version)
+        assert isinstance(response, OffsetCommitResponse)
+        for answered in response.topics:
+            name = (
+                getattr(answered, "name", None) or snapshot.topic_name(answered.topic_id) or "?"
+            )
+            for p in answered.partitions:
+                code = p.error_code
+                if code == 0:
+                    continue
+                where = f"{name}[{p.partition_index}]"
+                if code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS):
+                    if code != _REBALANCE_IN_PROGRESS:
+                        self._member.request_rejoin(f"commit: {ec.ERRORS_BY_CODE[code].name}")
+                    raise CommitFailedError(
+                        f"group {self.config.group_id!r}: commit of {where} refused "
+                        f"({ec.ERRORS_BY_CODE[code].name}): the group is rebalancing or this "
+                        "member left it; the partition's new owner continues from the last "
+                        "committed offset"
+                    )
+                if code == _FENCED_INSTANCE_ID:
+                    raise FencedMemberError(f"group {self.config.group_id!r}: fenced")
+                raise ec.error_from_code(
+                    code, f"group {self.config.group_id!r}: commit of {where}: "
+                    f"{ec.ERRORS_BY_CODE[code].name if code in ec.ERRORS_BY_CODE else code}"
+                )  # fmt: skip
+
+    async def committed(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Return the group's committed offset of each partition (None: nothing committed).
+
+        Waits out UNSTABLE_OFFSET_COMMIT (a transactional commit pending) and coordinator
+        moves, up to ``default_api_timeout_ms``.
+        """
+        parts = sorted(set(partitions))
+        if not parts:
+            return {}
+        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
+        while True:
+            try:
+                return await self._committed_once(parts)
+            except (NetworkError, KafkaTimeoutError, ec.NotCoordinatorError,
+                    ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError,
+                    ec.UnstableOffsetCommitError) as exc:  # fmt: skip
+                if not isinstance(exc, ec.UnstableOffsetCommitError):
+                    self._member.coordinator_lost(exc)
+                if time.monotonic() > deadline:
+                    raise KafkaTimeoutError(
+                        f"group {self.config.group_id!r}: committed offsets not available "
+                        f"within {self.config.default_api_timeout_ms} ms: {exc}"
+                    ) from exc
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+
+    async def _committed_once(
+        self, parts: list[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        node = await self._member.coordinator_node()
+        conn = await self.cluster.connection(node)
+        version = conn.version_for(OffsetFetchRequest)
+        by_topic: dict[str, list[int]] = {}
+        for tp in parts:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        snapshot = self.cluster.snapshot
+        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
+            snapshot = await self.cluster.refresh(by_topic)
+        topics = [
+            OffsetFetchRequest.OffsetFetchRequestTopics(
+                name=t,
+                topic_id=snapshot.topics[t].topic_id if t in snapshot.topics else _ZERO_UUID,
+                partition_indexes=ps,
+            )
+            for t, ps in by_topic.items()
+        ]
+        request = OffsetFetchRequest(
+            groups=[
+                OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=self.config.group_id, topics=topics
+                )
+            ],
+            group_id=self.config.group_id,
+            topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                for t, ps in by_topic.items()
+            ],
+            require_stable=True,
+        )
+        if version >= 8:
+            request.group_id = ""
+            request.topics = []
+        else:
+            request.groups = []
+        response = await conn.request(request, version=version)
+        assert isinstance(response, OffsetFetchResponse)
+        result: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(parts)
+        if version >= 8:
+            group = response.groups[0]
+            if group.error_code:
+                raise ec.error_from_code(group.error_code, f"group {self.config.group_id!r}")
+            entries = [
+                (t.name or snapshot.topic_name(t.topic_id), p)
+                for t in group.topics
+                for p in t.partitions
+            ]
+        else:
+            if response.error_code:
+                raise ec.error_from_code(response.error_code, f"group {self.config.group_id!r}")
+            entries = [(t.name, p) for t in response.topics for p in t.partitions]  # type: ignore[misc]
+        for name, p in entries:
+            if name is None:
+                continue
+            if p.error_code:
+                raise ec.error_from_code(
+                    p.error_code, f"committed offset of {name}[{p.partition_index}]"
+                )
+            if p.committed_offset >= 0:
+                result[TopicPartition(name, p.partition_index)] = OffsetAndMetadata(
+                    p.committed_offset,
+                    p.metadata,
+                    p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
+                )
+        return result
