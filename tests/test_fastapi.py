@@ -112,6 +112,39 @@ async def test_the_dependency_gives_the_running_producer(
 # -- health ------------------------------------------------------------------------------
 
 
+async def test_the_liveness_probe_catches_a_handler_that_stopped_asking(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Issue 17: a handler stuck in its processing keeps the member alive by heartbeats;
+    poll liveness makes it leave its group, and /health/live turns 503 saying why."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    kafka = KafkaIntegration(bootstrap, drain_timeout_s=1, handler_grace_s=1)
+    stuck = asyncio.Event()
+
+    @kafka.consumer([topic], group_id=f"stuck-{uuid.uuid4().hex[:8]}",
+                    max_poll_interval_ms=3_000, **GROUP_SETTINGS)  # fmt: skip
+    async def hangs(consumer: Consumer) -> None:
+        async for _record in consumer.stream():
+            stuck.set()
+            await asyncio.Event().wait()  # a dependency that never answers
+
+    app = FastAPI(lifespan=kafka.lifespan)
+    app.include_router(kafka.health_router())
+    async with serving(app) as (_server, _task, url), _client(url) as client:
+        await eventually(lambda: _get(client, "/health/live"), lambda r: r.status_code == 200, 30)
+        await kafka.get_producer().send(topic, b"the record it never finishes")
+        await asyncio.wait_for(stuck.wait(), 30)
+        began = time.monotonic()
+        dead = await eventually(
+            lambda: _get(client, "/health/live"), lambda r: r.status_code == 503, 20
+        )
+        took_s = time.monotonic() - began
+        reasons = " ".join(dead.json()["reasons"])
+        assert "max_poll_interval_ms" in reasons and "left the group" in reasons, reasons
+    assert took_s < 10, took_s  # 3 s of max_poll_interval_ms plus the heartbeat ticks
+
+
 async def test_health_is_200_while_consumers_run_and_503_after_one_crashes(
     kafka_cluster: KafkaCluster, new_topic: NewTopic, caplog: pytest.LogCaptureFixture
 ) -> None:
