@@ -36,9 +36,10 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+from benchmarks.__main__ import broker  # the given broker, or a local one for the run
 
 MIB = 1024 * 1024
 
@@ -108,20 +109,6 @@ def make_values(value_size: int, distinct: int, seed: int = 15) -> list[bytes]:
         values.append(" ".join(words).encode()[:value_size])
     assert all(len(v) == value_size for v in values)
     return values
-
-
-@contextlib.asynccontextmanager
-async def broker(bootstrap: str | None) -> AsyncIterator[tuple[str, str]]:
-    """The given broker, or a local one for the run."""
-    bootstrap = bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if bootstrap:
-        yield bootstrap, "external (given)"
-        return
-    from aiostream_kafka.testing import KafkaCluster
-
-    print("starting a local Kafka broker ...", file=sys.stderr, flush=True)
-    async with KafkaCluster(brokers=1) as cluster:
-        yield cluster.bootstrap_servers, f"local ({cluster.source})"
 
 
 async def produce(args: argparse.Namespace, bootstrap: str, topic: str) -> dict[str, Any]:
