@@ -14,7 +14,10 @@ caller asked about (the *tracked* topics), so one refresh serves them all.
 
 When no known broker answers, the refresh falls back to the bootstrap addresses
 (re-bootstrap), then keeps trying within ``default_api_timeout_ms`` before raising
-:class:`KafkaTimeoutError` naming every address tried and why it failed.
+:class:`KafkaTimeoutError` naming every address tried and why it failed. A broker whose
+answer does not decode, or that shares no version of Metadata with us, is skipped the
+same way (with a WARNING naming it, and tried last next time); only a failed TLS
+handshake or authentication, which no other broker would fix, is raised at once.
 
 The very first refresh (bootstrap) has a short deadline of its own,
 ``bootstrap_timeout_ms``, and logs a warning at each failed attempt: a wrong address or
@@ -36,11 +39,17 @@ from collections.abc import Collection, Iterable
 from aiostream_kafka.cluster.metadata import BrokerMetadata, ClusterSnapshot
 from aiostream_kafka.concurrency import shielded, stop_tasks
 from aiostream_kafka.config import Address, ClientConfig
-from aiostream_kafka.errors import BootstrapError, KafkaError, KafkaTimeoutError, NetworkError
+from aiostream_kafka.errors import (
+    BootstrapError,
+    ClientClosedError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+)
 from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import ConnectionPool, Lane
 from aiostream_kafka.protocol.base import Request, Response
-from aiostream_kafka.protocol.error_codes import error_from_code
+from aiostream_kafka.protocol.error_codes import ACCESS_DENIED_CODES, error_from_code
 from aiostream_kafka.protocol.messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
@@ -239,6 +248,23 @@ class Cluster:
                     failures[(host, port)] = why
                     if bootstrapping:
                         log.warning("bootstrap server %s:%d did not answer: %s", host, port, why)
+                    continue
+                except KafkaError as exc:
+                    # An authentication failure is ours to fix, not the broker's. Anything
+                    # else (an answer that does not decode, no common version) is this
+                    # broker's: try the next one, and this one last next time.
+                    if isinstance(exc, ClientClosedError) or exc.error_code in ACCESS_DENIED_CODES:
+                        raise
+                    why = f"{type(exc).__name__}: {exc}"
+                    failures[(host, port)] = why
+                    self.pool.note_failure(host, port)
+                    log.warning(
+                        "metadata from %s failed, trying another broker: %s",
+                        f"broker {node_id} ({host}:{port})"
+                        if node_id is not None
+                        else f"{host}:{port}",
+                        why,
+                    )
                     continue
                 assert isinstance(response, MetadataResponse)
                 self.snapshot = self.snapshot.merged(

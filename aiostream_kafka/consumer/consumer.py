@@ -20,6 +20,7 @@ With a ``group_id``, :meth:`Consumer.subscribe` joins a consumer group instead
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Mapping, Sequence
@@ -107,12 +108,16 @@ class Consumer:
             raise ConfigError(f"unknown Consumer option: {exc}") from None
         self._group_settings = None
         if group_id is not None:
-            self._group_settings = group_config(
+            group, assignors, interval = group_config(
                 group_id,
                 group_options,
                 self.client_config.metadata_max_age_ms,
                 self.client_config.default_api_timeout_ms,
             )
+            if self.config.client_rack:
+                # KIP-881: rack-aware assignors see each member's rack in its subscription.
+                group = dataclasses.replace(group, rack_id=self.config.client_rack)
+            self._group_settings = (group, assignors, interval)
         self._cluster = Cluster(self.client_config)
         self._engine = FetchEngine(self._cluster, self.client_config, self.config)
         self._group: ConsumerGroup | None = None

@@ -33,10 +33,13 @@ the resolver check whether the topic was deleted.
 Follower fetching (KIP-392): a leader that answers with a ``preferred_read_replica`` (a
 consumer with ``client_rack``, a cluster with a rack-aware ``replica.selector.class``)
 sends the partition to that replica's fetcher for ``metadata_max_age_ms``, then the leader
-is asked again. Any error for the partition from the replica -- a partition error, OFFSET_OUT_OF_RANGE
-included (the replica may lag: never a reset before the leader says so), or the whole
-round failing -- sends it back to its leader at once (after repeated failures, after a
-back-off). The request to a replica carries the leader epoch as any other.
+is asked again. Any error for the partition from the replica -- a partition error,
+OFFSET_OUT_OF_RANGE included (the replica may lag: never a reset before the leader says
+so), or the whole round failing -- sends it back to its leader at once. A leader that
+names a replica reads no records, so when the replica is unreachable (or failed the
+partition twice in a row) the leader is asked without ``client_rack`` for
+``metadata_max_age_ms`` and serves the partition itself. A request to a replica carries
+the leader epoch as any other.
 
 Round failures: a lost connection or a timeout fails the round and backs off the broker.
 So does an error of the broker rather than of its partitions -- a response that does not
@@ -161,6 +164,9 @@ class Fetcher:
         self.replica_fallbacks = 0
         self.broker_errors = 0
         self.broker_error: KafkaError | None = None
+        # Until then (monotonic) requests carry no client_rack: a preferred read replica
+        # of partitions this broker leads failed (see _back_to_leader).
+        self.rackless_until = 0.0
 
     def grant(self, fetch_round: FetchRound) -> None:
         """Start ``fetch_round`` (the scheduler grants one at a time per broker)."""
@@ -204,10 +210,12 @@ class Fetcher:
         self._engine.buffer.metrics.fetch_errors += 1
         for ps in fetch_round.partitions:
             if ps.read_replica == self.node_id:
-                self._back_to_leader(ps, f"the round failed: {exc}")
+                self._back_to_leader(ps, f"the round failed: {exc}", unreachable=True)
         self._engine.resolver.request_metadata()
 
-    def _broker_failed(self, fetch_round: FetchRound, outcome: RoundOutcome, exc: KafkaError) -> None:
+    def _broker_failed(
+        self, fetch_round: FetchRound, outcome: RoundOutcome, exc: KafkaError
+    ) -> None:
         """An error of this broker, not of the partitions (see the module doc): fail the
         round as a lost connection does, and drop the connection (the session goes with
         the round). The scheduler backs the broker off; the other brokers go on."""
@@ -229,21 +237,21 @@ class Fetcher:
             conn.abandon(NetworkError(f"dropped after an error of broker {self.node_id}: {exc}"))
         self._failed(fetch_round, outcome, exc)
 
-    def _back_to_leader(self, ps: PartitionState, why: str) -> None:
+    def _back_to_leader(self, ps: PartitionState, why: str, *, unreachable: bool = False) -> None:
         """Stop fetching ``ps`` from its preferred read replica (this broker): the next
-        round asks its leader -- at once, or after a back-off growing with the replica
-        failures in a row (a leader naming a failing replica again must not make a
-        busy loop)."""
+        round, at once, asks its leader.
+
+        A leader that still counts the replica in sync names it again, and answers
+        nothing else (a leader that names a preferred replica reads no records). So when
+        the replica is ``unreachable`` (the round failed: no answer, a lost connection,
+        an error of the broker) or failed the partition twice in a row, the leader is
+        asked without ``client_rack`` for ``metadata_max_age_ms``: it serves its
+        partitions itself, across racks, rather than not at all."""
+        engine = self._engine
         ps.read_replica = None
         ps.read_replica_failures += 1
+        ps.retry_at = 0.0
         self.replica_fallbacks += 1
-        client = self._engine.client
-        failures = ps.read_replica_failures
-        if failures > 1:
-            delay_ms = min(client.retry_backoff_max_ms, client.retry_backoff_ms * 2.0 ** (failures - 2))
-            ps.retry_at = time.monotonic() + delay_ms / 1000
-        else:
-            ps.retry_at = 0.0
         log.info(
             "%s[%d]: back to the leader after fetching from replica %d (%s)",
             ps.tp.topic,
@@ -251,6 +259,27 @@ class Fetcher:
             self.node_id,
             why,
         )
+        if not unreachable and ps.read_replica_failures < 2:
+            return
+        meta = engine.cluster.snapshot.partition(ps.tp)
+        # The leader's fetcher exists once it named the replica (a leader that moved since
+        # names it, if at all, in a round of its own first: the next failure finds it).
+        leader = None if meta is None else engine.fetchers.get(meta.leader)
+        if leader is None or leader is self:
+            return
+        now = time.monotonic()
+        if leader.rackless_until <= now:
+            log.warning(
+                "replica %d failed to serve %s[%d] (%s); fetching the partitions of broker "
+                "%d from it directly, without client_rack, for %d s",
+                self.node_id,
+                ps.tp.topic,
+                ps.tp.partition,
+                why,
+                leader.node_id,
+                engine.client.metadata_max_age_ms // 1000,
+            )
+        leader.rackless_until = now + engine.client.metadata_max_age_ms / 1000
 
     async def close_session(self, timeout_ms: int) -> None:
         """Tell the broker to drop our fetch session (best effort, within ``timeout_ms``).
@@ -330,7 +359,7 @@ class Fetcher:
             min_bytes=config.fetch_min_bytes,
             max_bytes=fetch_round.max_bytes,
             isolation_level=config.isolation,
-            rack_id=config.client_rack or "",
+            rack_id="" if now < self.rackless_until else (config.client_rack or ""),
         )
         metrics = engine.buffer.metrics
         metrics.fetch_requests += 1
@@ -626,7 +655,10 @@ class Fetcher:
                 self._engine.resolver.request_metadata()
 
     def _apply_hint(
-        self, ps: PartitionState, pd: FetchResponse.PartitionData, endpoints: dict[int, BrokerMetadata]
+        self,
+        ps: PartitionState,
+        pd: FetchResponse.PartitionData,
+        endpoints: dict[int, BrokerMetadata],
     ) -> bool:
         """Apply the KIP-951 leader hint of ``pd`` if it is news; return whether it was."""
         engine = self._engine

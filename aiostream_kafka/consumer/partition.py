@@ -15,6 +15,11 @@ Two positions are kept:
 
 ``generation`` counts the events that invalidate fetched data (seek, reset, truncation):
 a fetch response asked under an older generation is dropped.
+
+Where a partition is fetched from: its leader, or, for ``metadata_max_age_ms`` after the
+leader named one (KIP-392 follower fetching, a consumer with ``client_rack``), its
+*preferred read replica* (:meth:`PartitionState.fetch_node`). Any error from that replica
+sends the partition back to its leader.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from typing import Final
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Final
 
 from aiostream_kafka.errors import KafkaError
 from aiostream_kafka.protocol.records import RecordBatch
 from aiostream_kafka.structs import Record, TopicPartition
+
+if TYPE_CHECKING:
+    from aiostream_kafka.cluster.metadata import PartitionMetadata
 
 __all__ = ["Chunk", "PartitionState", "PendingError"]
 
@@ -107,6 +116,9 @@ class PartitionState:
         "paused",
         "queue",
         "queued_bytes",
+        "read_replica",
+        "read_replica_failures",
+        "read_replica_until",
         "reset_strategy",
         "retry_at",
         "topic_id",
@@ -133,6 +145,11 @@ class PartitionState:
         self.retry_at = 0.0
         self.missing_since: float | None = None
         self.in_flight: int | None = None  # broker id of the Fetch that carries it
+        # KIP-392: the replica the leader told us to fetch from (None: the leader), until
+        # monotonic time read_replica_until; failures in a row of such replicas.
+        self.read_replica: int | None = None
+        self.read_replica_until = 0.0
+        self.read_replica_failures = 0
         self.queue: deque[Chunk | PendingError] = deque()
         self.queued_bytes = 0  # decompressed bytes of the queued chunks and the head chunk
         self.head: list[Record] = EMPTY
@@ -176,6 +193,29 @@ class PartitionState:
             and self.topic_id is not None
             and len(self.queue) < max_batches
         )
+
+    def fetch_node(self, meta: PartitionMetadata, brokers: Collection[int], now: float) -> int:
+        """The broker to fetch from now: the preferred read replica while it is valid
+        (not expired, in the metadata and not offline), else the leader. An expired or
+        vanished replica is forgotten here."""
+        replica = self.read_replica
+        if replica is None:
+            return meta.leader
+        if now < self.read_replica_until and replica in brokers:
+            if replica not in meta.offline_replicas:
+                return replica
+        self.read_replica = None
+        return meta.leader
+
+    def prefer_replica(self, node_id: int, until: float) -> bool:
+        """The leader named ``node_id`` as preferred read replica: fetch from it until
+        ``until`` (kept as it is when the same replica is named again, as Java's
+        consumer does). Return whether it changed."""
+        if self.read_replica == node_id:
+            return False
+        self.read_replica = node_id
+        self.read_replica_until = until
+        return True
 
     def delivered_position(self) -> int | None:
         """The offset after the last record handed out (None: no position yet)."""

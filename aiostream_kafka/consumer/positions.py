@@ -20,6 +20,12 @@ the CONTROL lane:
 
 Every result is applied only if the partition is still at the generation it had when the
 request left, so a seek made meanwhile wins.
+
+An error from one broker (no answer, a response that does not decode, no common version
+of the API, a non-retriable error about the request rather than the partition) is that
+broker's: its partitions are tried again after a back-off and a metadata refresh, the
+others go on (a WARNING names the broker). Only errors about the application's access
+(authorization, authentication: ``fetcher.ends_consumer``) end the consumer.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from aiostream_kafka.protocol.messages.offset_for_leader_epoch import (
 from aiostream_kafka.structs import TopicPartition
 
 from .errors import LogTruncationError, NoOffsetForPartitionError, TopicDeletedError
+from .fetcher import ends_consumer
 from .partition import PartitionState, PendingError
 
 if TYPE_CHECKING:
@@ -193,7 +200,9 @@ async def lookup_offsets(
             if isinstance(outcome, asyncio.CancelledError):
                 raise outcome
             if isinstance(outcome, BaseException):
-                if not isinstance(outcome, KafkaError) or not outcome.retriable:
+                # One broker's failure (even one that does not decode, or shares no
+                # version of ListOffsets with us) is retried: the leader may move.
+                if not isinstance(outcome, KafkaError) or ends_consumer(outcome):
                     raise outcome
                 last = outcome
                 continue
@@ -230,6 +239,7 @@ class OffsetResolver:
         self._metadata_wanted = False
         self._last_refresh = 0.0
         self._refresh_streak = 0
+        self._warned: dict[tuple[int, str, type[BaseException]], float] = {}
 
     def wake(self) -> None:
         """Look at the partitions again soon (metadata changed, partitions assigned...)."""
@@ -318,7 +328,9 @@ class OffsetResolver:
         topics = {tp.topic for tp in engine.partitions}
         try:
             await engine.cluster.refresh(topics)
-        except (KafkaTimeoutError, NetworkError) as exc:
+        except KafkaError as exc:
+            if ends_consumer(exc):
+                raise
             log.warning("metadata refresh failed: %s", exc)
             self._metadata_wanted = True
         engine.scheduler.wake()
@@ -384,6 +396,7 @@ class OffsetResolver:
                     ps.validating = True
                     ps.retry_at = 0.0
                 ps.leader_epoch = meta.leader_epoch
+                ps.read_replica = None  # a new leader: ask it where to fetch from (KIP-392)
                 engine.scheduler.wake()
         return due
 
@@ -421,6 +434,16 @@ class OffsetResolver:
                 )
             except (NetworkError, KafkaTimeoutError) as exc:
                 log.info("offset reset via broker %d failed: %s", leader, exc)
+                self._later(todo[tp] for tp in tps)
+                self.request_metadata()
+                return
+            except KafkaError as exc:
+                if exc.retriable:
+                    log.info("offset reset via broker %d failed: %s", leader, exc)
+                elif ends_consumer(exc):
+                    raise
+                else:
+                    self._broker_failed(leader, "ListOffsets", exc)
                 self._later(todo[tp] for tp in tps)
                 self.request_metadata()
                 return
@@ -491,6 +514,16 @@ class OffsetResolver:
                 self._later(todo[tp] for tp in tps)
                 self.request_metadata()
                 return
+            except KafkaError as exc:
+                if exc.retriable:
+                    log.info("position validation via broker %d failed: %s", leader, exc)
+                elif ends_consumer(exc):
+                    raise
+                else:
+                    self._broker_failed(leader, "OffsetForLeaderEpoch", exc)
+                self._later(todo[tp] for tp in tps)
+                self.request_metadata()
+                return
             assert isinstance(response, OffsetForLeaderEpochResponse)
             for topic in response.topics:
                 for p in topic.partitions:
@@ -557,6 +590,25 @@ class OffsetResolver:
             return
         ps.validating = False
         engine.scheduler.wake()
+
+    def _broker_failed(self, node_id: int, api: str, exc: KafkaError) -> None:
+        """``node_id`` failed a request in a way that concerns the broker, not the
+        partitions: WARNING (at most once a minute per broker and kind); the caller
+        retries later. The CONTROL connection is kept: others share it, and the frame
+        that did not decode was read whole, so the stream is still in step."""
+        now = time.monotonic()
+        key = (node_id, api, type(exc))
+        if self._warned.get(key, 0.0) <= now:
+            self._warned[key] = now + 60.0
+            log.warning(
+                "%s to broker %d failed: %s: %s; retrying after a back-off",
+                api,
+                node_id,
+                type(exc).__name__,
+                exc,
+            )
+        else:
+            log.info("%s to broker %d failed: %s", api, node_id, exc)
 
     def _later(self, partitions: Iterable[PartitionState]) -> None:
         client = self._engine.client

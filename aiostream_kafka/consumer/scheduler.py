@@ -4,8 +4,9 @@ fs2-kafka (seed 000) runs a "poll scheduler" beside its consumer loop; here it i
 place that paces fetching:
 
 * **demand** -- a round to a broker carries exactly the partitions it leads that are
-  fetchable now (assigned, positioned, not paused, queue not full, not in another round);
-  a broker with none gets no round;
+  fetchable now (assigned, positioned, not paused, queue not full, not in another round),
+  and those it serves as their preferred read replica (KIP-392, ``client_rack``; see
+  ``PartitionState.fetch_node``); a broker with none gets no round;
 * **budget** -- a round reserves prefetch bytes before it is granted; when the budget is
   spent nobody fetches until an iterator frees some;
 * **poll interval** -- rounds to a broker that return no records start at most every
@@ -124,7 +125,11 @@ class PollScheduler:
                 else:
                     need_metadata = True
                 continue
-            groups.setdefault(meta.leader, []).append(ps)
+            replica = ps.read_replica
+            node = ps.fetch_node(meta, snapshot.brokers, now)
+            if replica is not None and node != replica and now < ps.read_replica_until:
+                need_metadata = True  # the replica left the metadata: see what changed
+            groups.setdefault(node, []).append(ps)
         if need_metadata:
             engine.resolver.request_metadata()
         elif need_resolver:

@@ -80,6 +80,12 @@ class ConnectionPool:
             return 0.0
         return max(0.0, state.not_before - time.monotonic())
 
+    def note_failure(self, host: str, port: int) -> None:
+        """Back ``host:port`` off as after a failed connection attempt: a broker that
+        answered with something unusable goes to the end of :meth:`backoff_remaining`
+        orderings (its open connections stay usable)."""
+        self._record_failure(host, port)
+
     def _record_failure(self, host: str, port: int) -> None:
         state = self._backoff.setdefault((host, port), _Backoff())
         delay_ms = min(

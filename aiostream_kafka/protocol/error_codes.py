@@ -30,6 +30,7 @@ from aiostream_kafka.errors import (
 )
 
 __all__ = [
+    "ACCESS_DENIED_CODES",
     "ERRORS",
     "ERRORS_BY_CODE",
     "ERRORS_BY_NAME",
@@ -2098,6 +2099,12 @@ LEADER_MOVED_CODES: frozenset[int] = frozenset({5, 6, 9, 56, 74, 75, 78})
 #: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID: the topic was
 #: deleted, re-created, or is not yet known to this broker; the metadata tells which.
 TOPIC_GONE_CODES: frozenset[int] = frozenset({3, 100, 103})
+#: The application may not do this (authorization) or is not who it claims
+#: (authentication): TOPIC_, GROUP_, CLUSTER_, TRANSACTIONAL_ID_ and
+#: DELEGATION_TOKEN_AUTHORIZATION_FAILED, UNSUPPORTED_SASL_MECHANISM, ILLEGAL_SASL_STATE,
+#: SASL_AUTHENTICATION_FAILED. No other broker and no retry fixes them; a client's
+#: background task that meets one stops and reports it.
+ACCESS_DENIED_CODES: frozenset[int] = frozenset({29, 30, 31, 33, 34, 53, 58, 65})
 
 
 def error_for_code(code: int) -> type[KafkaError]:

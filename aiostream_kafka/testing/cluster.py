@@ -110,6 +110,11 @@ class KafkaCluster:
     ``server_properties``, globally (``connections.max.reauth.ms``) or for one listener
     and mechanism (``listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms``).
 
+    With ``racks=["a", "b", ...]`` (local brokers only; one per broker, in node id order)
+    each broker gets a ``broker.rack``. For follower fetching (KIP-392) add
+    ``server_properties={"replica.selector.class":
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector"}``.
+
     With ``proxied=True`` (local brokers only) every broker advertises to clients the
     address of a :class:`~aiostream_kafka.testing.proxy.FaultProxy` in front of it
     (``cluster.proxy(node_id)``) and ``bootstrap_servers`` lists the proxies, so that all
@@ -129,9 +134,13 @@ class KafkaCluster:
         proxied: bool = False,
         tls: bool = False,
         sasl: bool = False,
+        racks: list[str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
+        if racks is not None and len(racks) != brokers:
+            raise ValueError(f"racks must name one rack per broker ({brokers}), got {racks!r}")
+        self.racks = list(racks) if racks is not None else None
         self.brokers = brokers
         self.proxied = proxied
         self.tls = tls
@@ -150,6 +159,11 @@ class KafkaCluster:
             raise ValueError(
                 f"tls=True needs brokers run from local jars (source 'local'), not "
                 f"{self.source!r}: the harness writes their certificates"
+            )
+        if racks is not None and self.source != "local":
+            raise ValueError(
+                f"racks needs brokers run from local jars (source 'local'), not "
+                f"{self.source!r}: the harness writes each broker's broker.rack"
             )
         if sasl and self.source != "local":
             raise ValueError(
@@ -337,6 +351,7 @@ class KafkaCluster:
                 proxied=self.proxied,
                 tls=self.tls,
                 sasl=self.sasl,
+                racks=self.racks,
             )
         else:
             raise ValueError(f"unknown source {self.source!r}")

@@ -228,9 +228,13 @@ class LocalKafkaCluster:
         proxied: bool = False,
         tls: bool = False,
         sasl: bool = False,
+        racks: list[str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
+        if racks is not None and len(racks) != brokers:
+            raise ValueError(f"racks must name one rack per broker ({brokers}), got {racks!r}")
+        self.racks = list(racks) if racks is not None else None
         self.brokers = brokers
         self.sasl = sasl
         self.server_properties = dict(server_properties or {})
@@ -317,6 +321,8 @@ class LocalKafkaCluster:
             **tls_props,
             **sasl_props,
         }
+        if self.racks is not None:
+            props["broker.rack"] = self.racks[node.node_id - 1]
         props.update(self.server_properties)
         return props
 
