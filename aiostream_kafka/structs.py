@@ -15,8 +15,14 @@ class TopicPartition(NamedTuple):
 
 
 class TimestampType(IntEnum):
-    """Which clock a record's timestamp comes from (record batch attribute bit 3)."""
+    """Which clock a record's timestamp comes from (record batch attribute bit 3).
 
+    ``NO_TIMESTAMP_TYPE``: the record has no timestamp at all (``timestamp_ms`` -1), as the
+    legacy message format magic 0 (Kafka before 0.10) wrote them; Java's
+    ``TimestampType.NO_TIMESTAMP_TYPE``.
+    """
+
+    NO_TIMESTAMP_TYPE = -1
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
 

@@ -364,3 +364,45 @@ def test_cli_rejects_zero_brokers() -> None:
         check=False,
     )
     assert out.returncode == 2 and "--brokers must be at least 1" in out.stderr
+
+
+# -- other Kafka versions ----------------------------------------------------------------------
+
+
+def test_other_versions_pick_their_mode_and_refuse_what_they_lack() -> None:
+    from aiostream_kafka.testing.local import LocalKafkaCluster
+
+    assert not LocalKafkaCluster().zookeeper  # the default version: KRaft
+    assert LocalKafkaCluster(version="2.8.2").zookeeper  # before 3.3: ZooKeeper
+    assert LocalKafkaCluster(version="3.2.3").zookeeper
+    assert not LocalKafkaCluster(version="3.3.2").zookeeper
+    assert LocalKafkaCluster(version="3.9.1", zookeeper=True).zookeeper
+    assert not LocalKafkaCluster(version="2.8.2", zookeeper=False).zookeeper
+    with pytest.raises(ValueError, match="no ZooKeeper mode"):
+        LocalKafkaCluster(version="4.0.0", zookeeper=True)
+    with pytest.raises(ValueError, match="no KRaft mode"):
+        LocalKafkaCluster(version="2.7.2", zookeeper=False)
+    with pytest.raises(ValueError, match="ZooKeeper mode"):
+        LocalKafkaCluster(version="2.8.2", tls=True)
+    with pytest.raises(ValueError, match="source='local'"):
+        KafkaCluster(version="2.8.2", source="external")
+    assert KafkaCluster(source="local").version == jars_module.KAFKA_VERSION
+    assert jars_module.version_tuple("3.9.0-rc1") == (3, 9, 0)
+    assert jars_module.uses_log4j1("3.9.1") and not jars_module.uses_log4j1("4.0.0")
+
+
+@needs_managed
+async def test_zookeeper_mode_cluster_of_an_older_version_and_clean_teardown() -> None:
+    async with KafkaCluster(version="2.8.2", source="local") as cluster:
+        directory = cluster.directory
+        assert directory is not None and (directory / "zookeeper").is_dir()
+        host, port = _first_address(cluster.bootstrap_servers)
+        apis = await probe.api_versions(host, port)
+        assert apis[9][1] == 7  # OffsetFetch: 2.8's last single-group version
+        assert len(cluster.pids()) == 1  # the broker (ZooKeeper is not a broker)
+        assert len(processes_mentioning(str(directory))) == 2  # ... and ZooKeeper
+        await cluster.kill_broker(1)
+        await cluster.start_broker(1)
+        assert [b[0] for b in await probe.metadata_brokers(host, port)] == [1]
+    assert not directory.exists()
+    assert processes_mentioning(str(directory)) == []

@@ -305,8 +305,8 @@ CONSUMER_OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "check_crcs": (
         "",
-        "Verify each fetched batch's CRC-32C; a mismatch raises `CorruptRecordError`"
-        " (`CorruptPartitionDataError`) at that offset.",
+        "Verify each fetched batch's CRC-32C (each legacy magic 0/1 message's CRC-32); a"
+        " mismatch raises `CorruptRecordError` (`CorruptPartitionDataError`) at that offset.",
     ),
     "client_rack": (
         "",

@@ -40,7 +40,13 @@ from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import ClusterSnapshot, TopicMetadata
 from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shielded
 from aiostream_kafka.config import ClientConfig
-from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
+from aiostream_kafka.errors import (
+    ConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    UnsupportedVersionError,
+)
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.messages.consumer_protocol_assignment import (
     ConsumerProtocolAssignment,
@@ -808,7 +814,11 @@ class Admin:
 
     async def list_consumer_groups(self) -> list[ConsumerGroupListing]:
         """Return every group known to any broker (each broker lists the groups it
-        coordinates)."""
+        coordinates).
+
+        ``group_type`` is ``"classic"`` for the groups of brokers older than ListGroups v5
+        (Kafka 3.8), which do not tell it: before KIP-848 every group was a classic one.
+        """
         snapshot = await self._cluster.ensure_fresh()
 
         async def on(node: int) -> list[ConsumerGroupListing]:
@@ -820,7 +830,9 @@ class Admin:
                         response.error_code, f"list_consumer_groups on broker {node}"
                     )
                 return [
-                    ConsumerGroupListing(g.group_id, g.protocol_type, g.group_state, g.group_type)
+                    ConsumerGroupListing(
+                        g.group_id, g.protocol_type, g.group_state, g.group_type or _CLASSIC
+                    )
                     for g in response.groups
                 ]
 
@@ -895,50 +907,84 @@ class Admin:
         self, group_id: str, partitions: Collection[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Return the committed offsets of ``group_id`` (of every partition it committed,
-        or of ``partitions``; those without a commit are left out)."""
+        or of ``partitions``; those without a commit are left out).
+
+        OffsetFetch v8+ (Kafka 3.0+) asks in the batched form (KIP-709), older brokers in
+        the single-group form; asking for every partition needs v2+ (Kafka 0.10.2).
+        """
 
         async def attempt() -> dict[TopicPartition, OffsetAndMetadata]:
             node = await self.find_coordinator(group_id)
             conn = await self._cluster.connection(node)
             version = conn.version_for(OffsetFetchRequest)
             snapshot = self._cluster.snapshot
-            topics = None
+            by_topic: dict[str, list[int]] | None = None
             if partitions is not None:
-                by_topic: dict[str, list[int]] = defaultdict(list)
+                by_topic = defaultdict(list)
                 for tp in partitions:
                     by_topic[tp.topic].append(tp.partition)
                 if version >= 10:
                     snapshot = await self._cluster.ensure_fresh(by_topic)
-                topics = [
-                    OffsetFetchRequest.OffsetFetchRequestTopics(
-                        name=t,
-                        topic_id=snapshot.topics[t].topic_id
-                        if t in snapshot.topics
-                        else _ZERO_UUID,
-                        partition_indexes=sorted(ps),
+            if version >= 8:
+                topics = None
+                if by_topic is not None:
+                    topics = [
+                        OffsetFetchRequest.OffsetFetchRequestTopics(
+                            name=t,
+                            topic_id=snapshot.topics[t].topic_id
+                            if t in snapshot.topics
+                            else _ZERO_UUID,
+                            partition_indexes=sorted(ps),
+                        )
+                        for t, ps in by_topic.items()
+                    ]
+                request = OffsetFetchRequest(
+                    groups=[
+                        OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=topics)
+                    ],
+                    require_stable=True,
+                )
+            else:
+                if by_topic is None and version < 2:
+                    raise UnsupportedVersionError(
+                        f"the coordinator of group {group_id!r} (broker {node}) speaks "
+                        f"OffsetFetch up to v{version}, which cannot ask for every committed "
+                        "partition (v2+, Kafka 0.10.2); pass the partitions"
                     )
-                    for t, ps in by_topic.items()
-                ]
-            request = OffsetFetchRequest(
-                groups=[
-                    OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group_id, topics=topics)
-                ],
-                require_stable=True,
-            )
+                request = OffsetFetchRequest(
+                    group_id=group_id,
+                    topics=None
+                    if by_topic is None
+                    else [
+                        OffsetFetchRequest.OffsetFetchRequestTopic(
+                            name=t, partition_indexes=sorted(ps)
+                        )
+                        for t, ps in by_topic.items()
+                    ],
+                    require_stable=version >= 7,
+                )
             response = await conn.request(request, version=version)
             assert isinstance(response, OffsetFetchResponse)
-            group = response.groups[0]
-            if group.error_code:
-                raise broker_error(group.error_code, f"group {group_id!r}")
-            if any(t.name == "" or t.name is None for t in group.topics):
+            # (name or None, topic id, partitions) whatever the version's shape
+            committed: list[tuple[str | None, uuid.UUID | None, list[Any]]]
+            if version >= 8:
+                group = response.groups[0]
+                if group.error_code:
+                    raise broker_error(group.error_code, f"group {group_id!r}")
+                committed = [(t.name, t.topic_id, t.partitions) for t in group.topics]
+            else:
+                if response.error_code:
+                    raise broker_error(response.error_code, f"group {group_id!r}")
+                committed = [(t.name, None, t.partitions) for t in response.topics]
+            if any(not name for name, _, _ in committed):
                 snapshot = await self._cluster.refresh(all_topics=True)
             result: dict[TopicPartition, OffsetAndMetadata] = {}
             errors: dict[str, KafkaError] = {}
-            for t in group.topics:
-                name = t.name or snapshot.topic_name(t.topic_id)
+            for topic_name, topic_id, parts in committed:
+                name = topic_name or (None if topic_id is None else snapshot.topic_name(topic_id))
                 if name is None:
                     continue  # a topic deleted since the commit
-                for p in t.partitions:
+                for p in parts:
                     tp = TopicPartition(name, p.partition_index)
                     if p.error_code:
                         errors[str(tp)] = broker_error(p.error_code, f"group {group_id!r} {tp}")
@@ -964,6 +1010,8 @@ class Admin:
 
 
 _ZERO_UUID = uuid.UUID(int=0)
+# What ListGroups before v5 (no GroupType) lists: every group was classic before KIP-848.
+_CLASSIC = "classic"
 
 
 def _epoch(meta: Any) -> int:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from aiostream_kafka.errors import ProtocolError, reraisable
-from aiostream_kafka.protocol.records import HEADER_SIZE, RecordBatch
+from aiostream_kafka.protocol.records import HEADER_SIZE, LegacyBatch, RecordBatch
 from aiostream_kafka.structs import Record
 
 from .errors import CorruptPartitionDataError
@@ -52,7 +52,12 @@ def inflate(batch: RecordBatch) -> RecordBatch:
     The result is framed as an uncompressed batch with the same header fields, so decoding
     it later costs no second decompression, and its ``size_in_bytes`` is the memory it
     holds. Its CRC field is the original's (already verified) and no longer matches.
+
+    A compressed legacy message (:class:`~aiostream_kafka.protocol.records.LegacyBatch`,
+    magic 0/1) becomes the batch of its decompressed inner messages.
     """
+    if isinstance(batch, LegacyBatch):
+        return batch.inflate()
     if not batch.attributes & _CODEC_MASK:
         return batch
     payload = batch.records_payload()

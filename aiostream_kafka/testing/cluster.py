@@ -121,6 +121,13 @@ class KafkaCluster:
     client traffic can be cut, delayed or blackholed; brokers talk to each other on a
     separate listener that the proxies do not touch. The proxies run on the event loop
     that called :meth:`start`, so a proxied cluster is started and used in one loop.
+
+    With ``version="2.8.2"`` (local brokers only) another Apache Kafka release runs instead
+    of the default :data:`~aiostream_kafka.testing.jars.KAFKA_VERSION`, from its own jars
+    (resolved once, like the default's), for tests against older brokers. Versions before
+    3.3 run in ZooKeeper mode (a ZooKeeper JVM is started too); ``zookeeper=True`` asks for
+    it on any 2.x/3.x version, e.g. to keep a legacy ``message.format.version``. Not
+    combinable with ``proxied``, ``tls`` or ``sasl`` in ZooKeeper mode.
     """
 
     def __init__(
@@ -135,12 +142,18 @@ class KafkaCluster:
         tls: bool = False,
         sasl: bool = False,
         racks: list[str] | None = None,
+        version: str | None = None,
+        zookeeper: bool | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
         if racks is not None and len(racks) != brokers:
             raise ValueError(f"racks must name one rack per broker ({brokers}), got {racks!r}")
         self.racks = list(racks) if racks is not None else None
+        from aiostream_kafka.testing.jars import KAFKA_VERSION
+
+        self.version = version or KAFKA_VERSION
+        self.zookeeper = zookeeper
         self.brokers = brokers
         self.proxied = proxied
         self.tls = tls
@@ -171,6 +184,11 @@ class KafkaCluster:
                 f"{self.source!r}: the harness configures their SASL listeners, users and "
                 f"authorizer at format time; unset {ENV_BOOTSTRAP} and set "
                 f"{ENV_SOURCE}=local (or pass source='local')"
+            )
+        if (self.version != KAFKA_VERSION or zookeeper) and self.source != "local":
+            raise ValueError(
+                f"version={self.version!r}/zookeeper={zookeeper!r} needs brokers run from "
+                f"local jars (source 'local'), not {self.source!r}; pass source='local'"
             )
         self._backend: _Backend | None = None
         self.startup_seconds: float | None = None
@@ -352,6 +370,8 @@ class KafkaCluster:
                 tls=self.tls,
                 sasl=self.sasl,
                 racks=self.racks,
+                version=self.version,
+                zookeeper=self.zookeeper,
             )
         else:
             raise ValueError(f"unknown source {self.source!r}")
@@ -367,7 +387,8 @@ class KafkaCluster:
             raise
         self.startup_seconds = time.monotonic() - started
         log.info(
-            "Kafka cluster (%s, %d broker(s)) up at %s in %.1fs",
+            "Kafka %s cluster (%s, %d broker(s)) up at %s in %.1fs",
+            self.version,
             self.source,
             self.brokers,
             backend.bootstrap_servers,

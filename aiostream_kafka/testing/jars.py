@@ -5,6 +5,11 @@ The broker runs from the same jars the Apache Kafka distribution ships, fetched 
 ``<cache>/kafka-<version>/lib`` and resolved once: later calls return at once. A file lock
 makes concurrent first calls (several test processes) wait for one download instead of
 racing.
+
+Other versions than :data:`KAFKA_VERSION` (for tests against older brokers): Kafka 4 logs
+through Log4j 2, as the default version; Kafka 2.x and 3.x log through Log4j 1, so their
+POM brings the ``slf4j-reload4j`` binding instead (see :func:`uses_log4j1`) and no
+``kafka-tools``. Their jars bundle ZooKeeper, which the harness runs for them when needed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ log = logging.getLogger(__name__)
 KAFKA_VERSION = "4.3.1"
 SCALA_BINARY_VERSION = "2.13"
 LOG4J_VERSION = "2.25.4"
+SLF4J_RELOAD4J_VERSION = "1.7.36"  # the Log4j 1 binding for Kafka 2.x/3.x brokers
 MIN_JAVA_MAJOR = 17
 
 _ALTERNATIVE = (
@@ -61,6 +67,55 @@ _POM = """<?xml version="1.0" encoding="UTF-8"?>
   </dependencies>
 </project>
 """
+
+# Kafka 2.x/3.x: the broker (ZooKeeper included) and a Log4j 1 binding.
+_POM_LOG4J1 = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0"
+         xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+         xsi:schemaLocation="http://maven.apache.org/POM/4.0.0 http://maven.apache.org/xsd/maven-4.0.0.xsd">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>io.github.aiostream-kafka</groupId>
+  <artifactId>kafka-broker-jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_{scala}</artifactId>
+      <version>{kafka}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.slf4j</groupId>
+      <artifactId>slf4j-reload4j</artifactId>
+      <version>{reload4j}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"2.8.2"`` -> ``(2, 8, 2)``; a suffix such as ``-rc1`` is ignored.
+
+    Raises:
+        ValueError: ``version`` does not start with a number.
+    """
+    parts: list[int] = []
+    for piece in version.split("."):
+        digits = re.match(r"\d+", piece)
+        if digits is None:
+            break
+        parts.append(int(digits.group()))
+        if digits.end() != len(piece):
+            break
+    if not parts:
+        raise ValueError(f"not a Kafka version: {version!r}")
+    return tuple(parts)
+
+
+def uses_log4j1(version: str) -> bool:
+    """Whether Kafka ``version`` logs through Log4j 1 (every version before 4.0)."""
+    return version_tuple(version) < (4,)
 
 
 def cache_root() -> Path:
@@ -167,9 +222,13 @@ def ensure_kafka_jars(version: str = KAFKA_VERSION, *, timeout_s: float = 900.0)
         started = time.monotonic()
         log.info("resolving Apache Kafka %s jars from Maven Central into %s", version, lib)
         with tempfile.TemporaryDirectory(prefix="resolve-", dir=home) as work:
-            Path(work, "pom.xml").write_text(
-                _POM.format(scala=SCALA_BINARY_VERSION, kafka=version, log4j=LOG4J_VERSION)
-            )
+            if uses_log4j1(version):
+                pom = _POM_LOG4J1.format(
+                    scala=SCALA_BINARY_VERSION, kafka=version, reload4j=SLF4J_RELOAD4J_VERSION
+                )
+            else:
+                pom = _POM.format(scala=SCALA_BINARY_VERSION, kafka=version, log4j=LOG4J_VERSION)
+            Path(work, "pom.xml").write_text(pom)
             staging = Path(work, "lib")
             cmd = [
                 mvn,

@@ -5,6 +5,16 @@ controller port (chosen free at run time), its own data dir and its own log file
 one temporary directory per cluster. The JVMs are plain ``subprocess.Popen`` children so
 that a cluster is not tied to one event loop; on Linux they also get ``PR_SET_PDEATHSIG``
 so that they die with the Python process even if it is SIGKILLed.
+
+Older brokers (``version=``, for compatibility tests): Kafka 2.x/3.x run from their own
+jars the same way. Before 3.3 KRaft was not production-ready (and before 2.8 it did not
+exist), so those versions run in ZooKeeper mode by default: one more JVM, a standalone
+ZooKeeper from the ZooKeeper jar Kafka ships, and brokers registered in it
+(``zookeeper=True`` asks for that mode on any 2.x/3.x version; Kafka 4 has no ZooKeeper).
+ZooKeeper mode is also the only way to make a broker keep a legacy message format
+(``message.format.version`` is ignored from ``inter.broker.protocol.version`` 3.0 on, and
+KRaft implies 3.0 or later): a 2.x broker does by default, a 3.x one needs
+``inter.broker.protocol.version`` below 3.0 in ``server_properties``.
 """
 
 from __future__ import annotations
@@ -32,7 +42,13 @@ from types import MappingProxyType
 
 from aiostream_kafka.errors import BrokerUnavailableError
 from aiostream_kafka.testing import probe
-from aiostream_kafka.testing.jars import KAFKA_VERSION, ensure_kafka_jars, java_executable
+from aiostream_kafka.testing.jars import (
+    KAFKA_VERSION,
+    ensure_kafka_jars,
+    java_executable,
+    uses_log4j1,
+    version_tuple,
+)
 from aiostream_kafka.testing.tls import TlsMaterial, make_tls_material
 
 #: The SASL users of a ``sasl=True`` cluster: name -> password. ``admin`` is a super user;
@@ -78,6 +94,20 @@ logger.controller.level = INFO
 logger.raft.name = org.apache.kafka.raft
 logger.raft.level = WARN
 """
+
+# The same for the Log4j 1 brokers (Kafka 2.x/3.x) and their ZooKeeper.
+_LOG4J1 = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.zookeeper=WARN
+"""
+
+#: First Kafka version whose KRaft mode the harness uses by default (production-ready).
+KRAFT_DEFAULT_FROM = (3, 3)
+_ZOOKEEPER_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
 def free_ports(count: int) -> list[int]:
@@ -229,12 +259,30 @@ class LocalKafkaCluster:
         tls: bool = False,
         sasl: bool = False,
         racks: list[str] | None = None,
+        version: str = KAFKA_VERSION,
+        zookeeper: bool | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
         if racks is not None and len(racks) != brokers:
             raise ValueError(f"racks must name one rack per broker ({brokers}), got {racks!r}")
         self.racks = list(racks) if racks is not None else None
+        release = version_tuple(version)
+        if zookeeper is None:
+            zookeeper = release < KRAFT_DEFAULT_FROM
+        if zookeeper and release >= (4,):
+            raise ValueError(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
+        if not zookeeper and release < (2, 8):
+            raise ValueError(f"Kafka {version} has no KRaft mode (it came in 2.8)")
+        if zookeeper and (proxied or tls or sasl):
+            raise ValueError(
+                "proxied, tls and sasl are not supported in ZooKeeper mode (older brokers)"
+            )
+        self.version = version
+        self.zookeeper = zookeeper
+        self.zookeeper_port: int | None = None
+        self._zk_process: subprocess.Popen[bytes] | None = None
+        self._zk_log: object | None = None
         self.brokers = brokers
         self.sasl = sasl
         self.server_properties = dict(server_properties or {})
@@ -292,6 +340,14 @@ class LocalKafkaCluster:
                 advertised += f",SASL_SSL://{HOST}:{node.sasl_ssl_port}"
                 protocols += ",SASL_SSL:SASL_SSL"
             sasl_props = sasl_server_properties(sasl_listeners)
+        if self.zookeeper:
+            return self._zookeeper_mode_properties(node, replication)
+        if version_tuple(self.version) < (4,):
+            # Kafka 3.x refuses a controller listener among a broker's advertised ones
+            # (the static voters name the controllers).
+            advertised = ",".join(
+                a for a in advertised.split(",") if not a.startswith("CONTROLLER://")
+            )
         props = {
             "process.roles": "broker,controller",
             "node.id": str(node.node_id),
@@ -326,23 +382,71 @@ class LocalKafkaCluster:
         props.update(self.server_properties)
         return props
 
+    def _zookeeper_mode_properties(self, node: _Node, replication: str) -> dict[str, str]:
+        """A broker registered in the cluster's ZooKeeper (Kafka 2.x/3.x)."""
+        listeners = f"PLAINTEXT://{HOST}:{node.port}"
+        props = {
+            "broker.id": str(node.node_id),
+            "zookeeper.connect": f"{HOST}:{self.zookeeper_port}",
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(node.data_dir),
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": replication,
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.replication.factor": replication,
+            "transaction.state.log.min.isr": "2" if self.brokers >= 3 else "1",
+            "transaction.state.log.num.partitions": "10",
+            "group.initial.rebalance.delay.ms": "0",
+            # A killed broker's registration lasts as long as its ZooKeeper session.
+            "zookeeper.session.timeout.ms": "6000",
+        }
+        props.update(self.server_properties)
+        return props
+
+    @property
+    def _log_config(self) -> Path:
+        assert self.directory is not None
+        if uses_log4j1(self.version):
+            return self.directory / "log4j.properties"
+        return self.directory / "log4j2.properties"
+
     def _write_config(self) -> None:
         assert self.directory is not None
-        (self.directory / "log4j2.properties").write_text(_LOG4J2)
+        self._log_config.write_text(_LOG4J1 if uses_log4j1(self.version) else _LOG4J2)
         for node in self.nodes.values():
             node.directory.mkdir(parents=True, exist_ok=True)
             text = "".join(f"{k}={v}\n" for k, v in self._properties(node).items())
             node.properties_file.write_text(text)
+        if self.zookeeper:
+            zk_dir = self.directory / "zookeeper"
+            zk_dir.mkdir(parents=True, exist_ok=True)
+            (zk_dir / "zookeeper.properties").write_text(
+                f"dataDir={zk_dir / 'data'}\n"
+                f"clientPort={self.zookeeper_port}\n"
+                f"clientPortAddress={HOST}\n"
+                "maxClientCnxns=0\n"
+                "admin.enableServer=false\n"
+                "4lw.commands.whitelist=srvr\n"
+            )
 
     def _java_command(self, main_class: str, *args: str, heap: str | None = None) -> list[str]:
         assert self._java is not None and self._lib is not None and self.directory is not None
         cmd = [self._java]
         if heap:
             cmd += [f"-Xms{heap}", f"-Xmx{heap}"]
+        if uses_log4j1(self.version):
+            logging_option = f"-Dlog4j.configuration=file:{self._log_config}"
+        else:
+            logging_option = f"-Dlog4j2.configurationFile={self._log_config}"
         cmd += [
             "-XX:+UseG1GC",
             "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+            logging_option,
             *self.jvm_options,
             "-cp",
             f"{self._lib}/*",
@@ -382,7 +486,7 @@ class LocalKafkaCluster:
     async def start(self) -> None:
         """Resolve the jars (once), format and start every node, wait until all serve."""
         self._java = java_executable()
-        self._lib = await asyncio.to_thread(ensure_kafka_jars)
+        self._lib = await asyncio.to_thread(ensure_kafka_jars, self.version)
         self.directory = Path(tempfile.mkdtemp(prefix="aiostream-kafka-"))
         _LIVE.add(self)
         try:
@@ -394,7 +498,9 @@ class LocalKafkaCluster:
                 extra = (1 if self.tls else 0) + (1 if self.sasl else 0)
                 extra += 1 if self.sasl and self.tls else 0
                 per_node = (4 if self.proxied else 2) + extra
-                ports = free_ports(per_node * self.brokers)
+                ports = free_ports(per_node * self.brokers + (1 if self.zookeeper else 0))
+                if self.zookeeper:
+                    self.zookeeper_port = ports.pop()
                 self.nodes = {}
                 for i in range(1, self.brokers + 1):
                     mine = ports[per_node * (i - 1) : per_node * i]
@@ -410,7 +516,10 @@ class LocalKafkaCluster:
                             node.sasl_ssl_port = next(spare)
                     self.nodes[i] = node
                 self._write_config()
-                await self._format()
+                if self.zookeeper:
+                    await self._start_zookeeper(time.monotonic() + self.start_timeout_s)
+                else:
+                    await self._format()
                 for node in self.nodes.values():
                     self._spawn(node)
                 try:
@@ -418,8 +527,9 @@ class LocalKafkaCluster:
                     return
                 except BrokerUnavailableError as exc:
                     in_use = any(
-                        "Address already in use" in log_tail(n.log_file, 400)
-                        for n in self.nodes.values()
+                        "Address already in use" in log_tail(path, 400)
+                        for path in [n.log_file for n in self.nodes.values()]
+                        + ([self._zookeeper_log_file] if self.zookeeper else [])
                     )
                     self.close_now(remove_dir=False)
                     if not in_use or attempt == _START_ATTEMPTS:
@@ -427,9 +537,84 @@ class LocalKafkaCluster:
                     log.warning("port taken while starting (%s); retrying with other ports", exc)
                     for node in self.nodes.values():
                         shutil.rmtree(node.directory, ignore_errors=True)
+                    shutil.rmtree(self.directory / "zookeeper", ignore_errors=True)
         except BaseException:
             self.close_now()
             raise
+
+    @property
+    def _zookeeper_log_file(self) -> Path:
+        assert self.directory is not None
+        return self.directory / "zookeeper" / "zookeeper.log"
+
+    async def _start_zookeeper(self, deadline: float) -> None:
+        """Start the standalone ZooKeeper of a ZooKeeper-mode cluster and wait until it
+        answers ``srvr``."""
+        self._spawn_zookeeper()
+        await self._wait_zookeeper(deadline)
+
+    def _spawn_zookeeper(self) -> None:
+        assert self.directory is not None and self.zookeeper_port is not None
+        cmd = self._java_command(
+            _ZOOKEEPER_MAIN,
+            str(self.directory / "zookeeper" / "zookeeper.properties"),
+            heap="256m",
+        )
+        handle = open(self._zookeeper_log_file, "ab")
+        self._zk_log = handle
+        self._zk_process = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        log.info(
+            "started ZooKeeper (pid %d) on %s:%d for Kafka %s",
+            self._zk_process.pid,
+            HOST,
+            self.zookeeper_port,
+            self.version,
+        )
+
+    async def _wait_zookeeper(self, deadline: float) -> None:
+        assert self._zk_process is not None
+        while True:
+            if self._zk_process.poll() is not None:
+                raise BrokerUnavailableError(
+                    f"ZooKeeper exited with code {self._zk_process.returncode} while "
+                    f"starting. Last lines of its log ({self._zookeeper_log_file}):\n"
+                    f"{log_tail(self._zookeeper_log_file)}"
+                )
+            with contextlib.suppress(OSError, TimeoutError, asyncio.IncompleteReadError):
+                async with asyncio.timeout(2.0):
+                    reader, writer = await asyncio.open_connection(HOST, self.zookeeper_port)
+                    try:
+                        writer.write(b"srvr")
+                        answer = await reader.read(4096)
+                    finally:
+                        writer.close()
+                if b"Zookeeper version" in answer:
+                    return
+            if time.monotonic() > deadline:
+                raise BrokerUnavailableError(
+                    f"ZooKeeper on {HOST}:{self.zookeeper_port} did not come up within "
+                    f"{self.start_timeout_s:.0f}s. Last lines of its log:\n"
+                    f"{log_tail(self._zookeeper_log_file)}"
+                )
+            await asyncio.sleep(0.2)
+
+    def _stop_zookeeper(self) -> None:
+        proc, self._zk_process = self._zk_process, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=30)
+        if self._zk_log is not None:
+            self._zk_log.close()  # type: ignore[attr-defined]
+            self._zk_log = None
 
     async def _format(self) -> None:
         cluster_id = new_cluster_id()
@@ -487,7 +672,7 @@ class LocalKafkaCluster:
 
     def _failure(self, node: _Node, what: str) -> BrokerUnavailableError:
         return BrokerUnavailableError(
-            f"Kafka {KAFKA_VERSION} node {node.node_id} on {HOST}:{node.port} {what}. "
+            f"Kafka {self.version} node {node.node_id} on {HOST}:{node.port} {what}. "
             f"Last lines of its log ({node.log_file}):\n{log_tail(node.log_file)}"
         )
 
@@ -591,9 +776,22 @@ class LocalKafkaCluster:
         if node.running():
             return
         self._reap(node)
-        self._spawn(node)
         deadline = time.monotonic() + self.start_timeout_s
-        await self._wait_node_serving(node, deadline)
+        while True:
+            self._spawn(node)
+            try:
+                await self._wait_node_serving(node, deadline)
+                break
+            except BrokerUnavailableError:
+                # ZooKeeper mode: a killed broker stays registered until its session
+                # expires (zookeeper.session.timeout.ms), and a broker starting meanwhile
+                # exits on NodeExists; start it again once the session is gone.
+                if not self.zookeeper or "NodeExists" not in log_tail(node.log_file, 400):
+                    raise
+                if time.monotonic() > deadline:
+                    raise
+                self._reap(node)
+                await asyncio.sleep(1.0)
         await self._wait_registered(
             {n.node_id for n in self.nodes.values() if n.running()}, deadline
         )
@@ -603,6 +801,7 @@ class LocalKafkaCluster:
         idempotent, so that it also runs from ``finally`` blocks of cancelled tasks."""
         for node in self.nodes.values():
             self._reap(node)
+        self._stop_zookeeper()
         if remove_dir and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None

@@ -20,7 +20,6 @@ from aiostream_kafka.protocol.records import (
     ControlRecordType,
     RecordBatch,
     RecordBatchBuilder,
-    UnsupportedMagicError,
     build_control_batch,
     iter_batches,
     read_records,
@@ -330,7 +329,7 @@ def test_restamp_rejects_non_batches() -> None:
         restamp_batch(data, producer_epoch=1 << 20)
 
 
-# -- corruption, truncation, legacy formats ---------------------------------------------
+# -- corruption, truncation, unknown formats --------------------------------------------
 
 
 def test_bad_crc_is_refused_naming_the_offset() -> None:
@@ -369,18 +368,6 @@ def test_impossible_batch_length(length: int) -> None:
     data[8:12] = length.to_bytes(4, "big", signed=True)
     with pytest.raises(CorruptRecordError, match="impossible length"):
         list(iter_batches(bytes(data)))
-
-
-@pytest.mark.parametrize("magic", [0, 1])
-def test_legacy_message_sets_are_rejected_clearly(magic: int) -> None:
-    value = b"old"
-    body = struct.pack(">BB", magic, 0) + (b"" if magic == 0 else struct.pack(">q", TS))
-    body += struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
-    message = struct.pack(">I", crc32c(body)) + body  # (legacy CRC is CRC-32; irrelevant)
-    data = struct.pack(">qi", 31, len(message)) + message
-    with pytest.raises(UnsupportedMagicError, match=f"offset 31.*magic {magic}"):
-        list(iter_batches(data))
-    assert issubclass(UnsupportedMagicError, ProtocolError)
 
 
 def test_unknown_magic_is_corrupt() -> None:
