@@ -236,7 +236,7 @@ class GroupOffsets:
                 OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
                 for t, ps in by_topic.items()
             ],
-            require_stable=True,
+            require_stable=version >= 7,  # KIP-447; not encodable before v7
         )
         if version >= 8:
             request.group_id = ""
