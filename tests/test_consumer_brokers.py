@@ -177,6 +177,45 @@ async def test_the_group_subscription_carries_client_rack(racked: KafkaCluster) 
         assert subscription.topics == [topic]
 
 
+async def test_an_out_of_range_answer_from_the_replica_goes_back_to_the_leader_not_a_reset(
+    racked: KafkaCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replica answers OFFSET_OUT_OF_RANGE (it may lag the leader): the partition is
+    asked of its leader again, never reset (a reset to "latest" would skip records here).
+    Partition 1 fails once and goes back to the replica; partition 2 fails twice in a
+    row, so its leader (3) is asked without the rack and serves it itself."""
+    bootstrap = racked.bootstrap_servers
+    topic = await _topic(racked, "rack-out-of-range", SPREAD)
+    await produce(bootstrap, topic, 300, 3)
+    faults = {1: 1, 2: 2}
+
+    def out_of_range(request: Request, response: Any) -> Any:
+        assert isinstance(response, FetchResponse)
+        for t in response.responses:
+            for pd in t.partitions:
+                if faults.get(pd.partition_index, 0) > 0:
+                    faults[pd.partition_index] -= 1
+                    pd.error_code = 1  # OFFSET_OUT_OF_RANGE
+                    pd.records = None
+        return response
+
+    async with Consumer(bootstrap, client_rack="rack-a", auto_offset_reset="latest") as consumer:
+        with _patched_requests(monkeypatch, 1, (FetchRequest,), out_of_range):
+            consumer.assign(tps(topic, 3))
+            for tp in tps(topic, 3):
+                consumer.seek(tp, 0)
+            got = await take(consumer.stream(), 300, within=15)
+        _check_all(got, 300, 3)
+        assert faults == {1: 0, 2: 0}
+        assert consumer.metrics().position_resets == 0
+        fetchers = _fetchers(consumer)
+        assert fetchers[1].replica_fallbacks == 3
+        assert fetchers[1].follower_records == 100  # partition 1, back on the replica
+        assert fetchers[3].records == 100  # partition 2, from its leader without the rack
+        assert fetchers[3].rackless_until > time.monotonic()
+        assert fetchers[2].records == 0 and fetchers[2].rackless_until == 0.0
+
+
 # -- one broker failing does not end the consumer ---------------------------------------------
 
 
