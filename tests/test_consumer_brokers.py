@@ -273,7 +273,11 @@ async def test_no_common_fetch_version_with_one_broker_fails_only_that_broker(
             fetcher = _fetchers(consumer)[2]
             assert fetcher.broker_errors >= 2
             assert isinstance(fetcher.broker_error, UnsupportedVersionError)
-            assert consumer.health().healthy
+            health = consumer.health()
+            assert health.healthy  # a restart would not cure a broker's version
+            assert len(health.broker_errors) == 1 and health.broker_errors[0].startswith(
+                "broker 2:"
+            ), health.broker_errors
             warnings = [
                 r.getMessage() for r in caplog.records if "fetch from broker 2" in r.getMessage()
             ]
@@ -283,7 +287,8 @@ async def test_no_common_fetch_version_with_one_broker_fails_only_that_broker(
         # Fixed (a broker upgraded, say): its partition is read too.
         got += await take(stream, 100, within=20)
         _check_all(got, 300, 3)
-        assert fetcher.broker_error is None
+        assert fetcher.broker_error is None and consumer.health().broker_errors == ()
+        assert consumer.health().last_progress_at is not None
         print(f"{errors_while_broken} failed rounds to broker 2 in ~2.5 s (backed off)")
 
 

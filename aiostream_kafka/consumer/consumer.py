@@ -38,7 +38,14 @@ from aiostream_kafka.structs import Record, TopicPartition
 from .config import ConsumerConfig
 from .engine import FetchEngine
 from .errors import ConsumerStateError
-from .group import GROUP_OPTIONS, Callback, ConsumerGroup, ConsumerHealth, group_config
+from .group import (
+    GROUP_OPTIONS,
+    Callback,
+    ConsumerGroup,
+    ConsumerHealth,
+    broker_errors,
+    group_config,
+)
 from .iterators import BatchStream, PartitionedStream, RecordStream, batch_stream, record_stream
 from .positions import EARLIEST, LATEST, OffsetAndTimestamp, lookup_offsets
 from .prefetch import FetchMetrics
@@ -62,10 +69,10 @@ class Consumer:
     ``fetch_min_bytes``, ``fetch_max_bytes``, ``max_partition_fetch_bytes``,
     ``check_crcs``, ``client_rack``, ``missing_topic_timeout_ms``). With a ``group_id``
     also the group settings ``group_instance_id``, ``session_timeout_ms`` (45000),
-    ``heartbeat_interval_ms`` (3000), ``max_poll_interval_ms`` (300000, the rebalance
-    timeout), ``partition_assignment_strategy`` (``"cooperative-sticky"``, or ``"range"``,
-    ``"roundrobin"``, or a list in order of preference) and ``auto_commit_interval_ms``
-    (5000).
+    ``heartbeat_interval_ms`` (3000), ``max_poll_interval_ms`` (300000: poll
+    liveness, and the rebalance timeout), ``partition_assignment_strategy``
+    (``"cooperative-sticky"``, or ``"range"``, ``"roundrobin"``, or a list in order of
+    preference) and ``auto_commit_interval_ms`` (5000).
 
     Raises:
         ConfigError: an invalid or unknown option (before any network I/O).
@@ -317,18 +324,24 @@ class Consumer:
                 group.request_commit()
 
     def health(self) -> ConsumerHealth:
-        """The consumer's state for a liveness probe: group state (or ``"assigned"``),
-        time of the last successful heartbeat and of the last Fetch response, and the
-        error that stopped it, if any."""
+        """The consumer's state for a liveness probe (see :class:`ConsumerHealth`): group
+        state (or ``"assigned"``), the last successful heartbeat, the last Fetch response
+        and the last one that made progress, owned vs fetched partitions, how long the
+        application has not asked for records, the error that stopped it and the problem
+        that keeps it from consuming, if any."""
         if self._group is not None:
             return self._group.health()
-        last_fetch = self._engine.buffer.metrics.last_fetch_at or None
+        engine = self._engine
+        metrics = engine.buffer.metrics
         return ConsumerHealth(
             state="closed" if self._closed else "assigned",
             last_heartbeat_at=None,
-            last_fetch_at=last_fetch,
-            error=self._engine.fatal,
-            assignment=frozenset(self._engine.partitions),
+            last_fetch_at=metrics.last_fetch_at or None,
+            error=engine.fatal,
+            assignment=frozenset(engine.partitions),
+            fetching=frozenset(tp for tp, ps in engine.partitions.items() if ps.assigned),
+            last_progress_at=metrics.last_progress_at or None,
+            broker_errors=broker_errors(engine),
         )
 
     async def drain(self, timeout_s: float = 30.0) -> None:

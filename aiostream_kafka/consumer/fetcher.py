@@ -527,7 +527,10 @@ class Fetcher:
                 ps.log_start_offset = pd.log_start_offset
                 data = pd.records
                 if data is None or len(data) == 0:
+                    if sent.fetch_offset >= pd.high_watermark:
+                        buffer.metrics.last_progress_at = time.time()  # caught up
                     continue
+                buffer.metrics.last_progress_at = time.time()
                 records = True
                 fetched = engine.buffer.metrics.fetched_records
                 chunk = self._absorb(ps, sent.fetch_offset, data, pd, budget, inflated)

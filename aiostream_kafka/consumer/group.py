@@ -72,7 +72,12 @@ class ConsumerHealth:
     owns, ``fetching`` what the engine fetches (owned partitions missing from it are not
     read yet: an assignment in progress, or a ``problem``); ``idle_s`` is how long the
     application has not asked for records (sampled every heartbeat interval; None
-    without a group); ``problem`` says what keeps the member from consuming.
+    without a group); ``last_progress_at`` the last Fetch that returned records or found
+    a partition read up to its high watermark; ``problem`` says what keeps the member
+    from consuming in a way a restart may cure (it left its group on a poll timeout, its
+    committed offsets cannot be read); ``broker_errors`` the brokers failing the fetches
+    of their partitions right now (their partitions are not read meanwhile; a restart
+    would not help, so they do not make the member unhealthy).
     """
 
     state: str
@@ -85,6 +90,8 @@ class ConsumerHealth:
     fetching: frozenset[TopicPartition] = frozenset()
     idle_s: float | None = None
     problem: str | None = None
+    last_progress_at: float | None = None
+    broker_errors: tuple[str, ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -96,6 +103,16 @@ class ConsumerHealth:
             and self.problem is None
             and self.state not in ("fenced", "failed", "closed")
         )
+
+
+def broker_errors(engine: FetchEngine) -> tuple[str, ...]:
+    """The brokers failing the fetches of their partitions now (a version or decoding
+    error, not a passing network error), each with its error."""
+    return tuple(
+        f"broker {node}: {fetcher.broker_error}"
+        for node, fetcher in sorted(engine.fetchers.items())
+        if fetcher.broker_error is not None
+    )
 
 
 def group_config(
@@ -407,4 +424,6 @@ class ConsumerGroup:
             fetching=frozenset(tp for tp, ps in self.engine.partitions.items() if ps.assigned),
             idle_s=self.idle_s(),
             problem=problem,
+            last_progress_at=self.engine.buffer.metrics.last_progress_at or None,
+            broker_errors=broker_errors(self.engine),
         )

@@ -144,6 +144,9 @@ class FetchMetrics:
     max_prefetch_bytes: int = 0
     #: ``time.time()`` of the last Fetch response (0: none yet), for liveness probes.
     last_fetch_at: float = 0.0
+    #: ``time.time()`` of the last Fetch response that returned records for a partition or
+    #: found it read up to its high watermark (0: none yet): progress, not just answers.
+    last_progress_at: float = 0.0
 
     def as_dict(self) -> dict[str, float]:
         """The counters as a plain dict."""
