@@ -17,7 +17,17 @@ straight from its decoder, ``consumer`` builds the ``ConsumerRecord`` its consum
 Each figure is the best of several rounds (the machine is shared and noisy); the
 implementations are interleaved round by round. Results go to ``results/codec.json``.
 
+``--compression`` times the compression codecs alone instead (``protocol/compression.py``:
+compress and bounded decompress of a batch's records section; zstd, lz4, gzip, snappy, and
+decompressing the zstd frames Java's producer streams, ``zstd-java``) on
+typical batches: 16 KiB and 1 MiB of 100-byte and 1 KiB JSON-like records. With
+``--baseline FILE`` (another version of ``compression.py``, e.g. from ``git show
+REV:aiostream_kafka/protocol/compression.py > /tmp/old.py``) both are timed, interleaved,
+and the speed-up of the current one is reported. Results go to
+``results/codec_compression.json``.
+
 Usage: ``python benchmarks/codec_bench.py [--rounds N] [--quick] [--json PATH]``
+or ``python benchmarks/codec_bench.py --compression [--codecs zstd,lz4] [--baseline FILE]``
 """
 
 from __future__ import annotations
@@ -215,6 +225,156 @@ def _run_pure_aiokafka(rounds: int, inner: int) -> dict[str, Any]:
     return result
 
 
+# -- compression codecs alone ---------------------------------------------------------------
+
+COMPRESSION_CODECS = {"zstd": 4, "zstd-java": 4, "lz4": 3, "gzip": 1, "snappy": 2}
+"""``zstd-java``: decompressing zstd frames streamed without their content size, as Java's
+producer (zstd-jni's ``ZstdOutputStream``, level 3) writes them."""
+COMPRESSION_BATCHES = [(16 * 1024, 100), (16 * 1024, 1024), (1 << 20, 100), (1 << 20, 1024)]
+
+
+def _records_section(batch_bytes: int, record_bytes: int) -> bytes:
+    """The records section (what a codec compresses) of a batch of about ``batch_bytes``,
+    JSON-like values of ``record_bytes`` each: fixed field names, varying ids and a random
+    hex payload, which compresses about 2-3x like typical event data."""
+    from aiostream_kafka.protocol.records import HEADER_SIZE, RecordBatchBuilder
+
+    rng = random.Random(7)
+    builder = RecordBatchBuilder(batch_size=1 << 30)
+    n = 0
+    while builder.size_in_bytes < batch_bytes:
+        head = (
+            f'{{"id":{rng.randrange(10**9)},"user":"user-{rng.randrange(10**4):04d}",'
+            f'"event":"{rng.choice(("click", "view", "purchase"))}","ts":{TS + n},"data":"'
+        )
+        pad = max(0, record_bytes - len(head) - 2)
+        value = (head + rng.randbytes(pad // 2 + 1).hex()[:pad] + '"}').encode()
+        builder.append(f"user-{n % 1000}".encode(), value, None, TS + n)
+        n += 1
+    return builder.build()[HEADER_SIZE:]
+
+
+def _load_compression(path: Path) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("baseline_compression", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compression_main(args: argparse.Namespace) -> int:
+    from aiostream_kafka.protocol import compression as current
+
+    impls: dict[str, Any] = {"current": current}
+    if args.baseline is not None:
+        impls["baseline"] = _load_compression(args.baseline)
+    codecs = [c for c in args.codecs.split(",") if c]
+    cases: dict[str, Callable[[], Any]] = {}
+    sizes: dict[str, int] = {}
+    for batch_bytes, record_bytes in COMPRESSION_BATCHES:
+        data = _records_section(batch_bytes, record_bytes)
+        workload = f"{batch_bytes // 1024} KiB/{record_bytes} B"
+        for cname in codecs:
+            codec = COMPRESSION_CODECS[cname]
+            for iname, mod in impls.items():
+                if not mod.is_available(codec):
+                    continue
+                packed = mod.compress(codec, data)
+                if cname == "zstd-java":
+                    import zstandard
+
+                    stream = zstandard.ZstdCompressor(level=3).compressobj()
+                    packed = stream.compress(data) + stream.flush()
+                assert mod.decompress(codec, packed) == data
+                sizes[f"{workload}|{cname}"] = len(packed)
+
+                def comp(mod: Any = mod, codec: int = codec, data: bytes = data) -> bytes:
+                    out: bytes = mod.compress(codec, data)
+                    return out
+
+                def decomp(mod: Any = mod, codec: int = codec, packed: bytes = packed) -> bytes:
+                    out: bytes = mod.decompress(codec, packed)
+                    return out
+
+                if cname != "zstd-java":
+                    cases[f"{iname}|{workload}|{cname}|compress"] = comp
+                cases[f"{iname}|{workload}|{cname}|decompress"] = decomp
+            sizes[f"{workload}|{cname}|raw"] = len(data)
+
+    # Seconds per call, best of the rounds; about 20 ms of calls per case and round.
+    best = dict.fromkeys(cases, float("inf"))
+    inner: dict[str, int] = {}
+    for name, fn in cases.items():
+        start = time.perf_counter()
+        fn()
+        fn()
+        once = (time.perf_counter() - start) / 2
+        inner[name] = max(1, min(2000, int(0.02 / max(once, 1e-7))))
+    for _ in range(args.rounds):
+        for name, fn in cases.items():
+            best[name] = min(best[name], _best(fn, inner[name]))
+
+    rows = []
+    print(
+        f"compression codecs, microseconds per batch (best of {args.rounds} rounds); "
+        f"Python {platform.python_version()}"
+    )
+    header = f"{'batch':16} {'codec':9} {'op':10} {'in->out':>17} {'current':>10}"
+    if "baseline" in impls:
+        header += f" {'baseline':>10} {'speed-up':>8}"
+    print(header)
+    print("-" * len(header))
+    for key in cases:
+        iname, workload, cname, op = key.split("|")
+        if iname != "current":
+            continue
+        raw, packed_len = sizes[f"{workload}|{cname}|raw"], sizes[f"{workload}|{cname}"]
+        row: dict[str, Any] = {
+            "batch": workload,
+            "codec": cname,
+            "op": op,
+            "uncompressed_bytes": raw,
+            "compressed_bytes": packed_len,
+            "current_us": best[key] * 1e6,
+        }
+        base_key = f"baseline|{workload}|{cname}|{op}"
+        line = (
+            f"{workload:16} {cname:9} {op:10} "
+            f"{f'{raw}->{packed_len}' if op == 'compress' else f'{packed_len}->{raw}':>17} "
+            f"{row['current_us']:>10.1f}"
+        )
+        if base_key in best:
+            row["baseline_us"] = best[base_key] * 1e6
+            row["speedup"] = best[base_key] / best[key]
+            line += f" {row['baseline_us']:>10.1f} {row['speedup']:>7.2f}x"
+        rows.append(row)
+        print(line)
+    json_path = args.json if args.json is not None else HERE / "results" / "codec_compression.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(
+        json.dumps(
+            {
+                "benchmark": "compression codecs",
+                "unit": "microseconds per batch",
+                "rounds": args.rounds,
+                "baseline": str(args.baseline) if args.baseline else None,
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "load_average": os.getloadavg(),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "results": rows,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"wrote {json_path}")
+    return 0
+
+
 # -- report ---------------------------------------------------------------------------------
 
 
@@ -223,11 +383,27 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--inner", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="3 rounds, for a smoke run")
-    parser.add_argument("--json", type=Path, default=HERE / "results" / "codec.json")
+    parser.add_argument("--json", type=Path, default=None, help="default results/codec.json")
     parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--compression", action="store_true", help="time the compression codecs alone"
+    )
+    parser.add_argument(
+        "--codecs", default=",".join(COMPRESSION_CODECS), help="with --compression: which"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="with --compression: another compression.py to time against",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = 3
+    if args.compression:
+        return compression_main(args)
+    if args.json is None:
+        args.json = HERE / "results" / "codec.json"
     if args.peer:
         _peer_main(args.rounds, args.inner)
         return 0

@@ -25,10 +25,18 @@ Bounded memory: :func:`decompress` never produces more than ``max_decompressed_b
 (plus one codec-sized step), however the compressed input lies about its content size;
 going over raises :class:`DecompressionLimitError`. Corrupt input raises
 :class:`~aiostream_kafka.errors.CorruptRecordError`; no codec library exception escapes.
+
+Codec state is reused: each thread keeps one zstd compressor per level, one zstd
+decompressor and one lz4 frame decompressor (:data:`_local`) instead of creating them per
+batch (``python benchmarks/codec_bench.py --compression`` measures it). The libraries'
+objects are not safe for concurrent use, and codec jobs run on the event loop and in
+worker threads at once (:func:`~aiostream_kafka.concurrency.run_in_worker`): one set per
+thread, never shared.
 """
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Mapping
 from enum import IntEnum
@@ -133,6 +141,28 @@ def _module(codec: CompressionType) -> Any:
     return mod
 
 
+class _CodecState(threading.local):
+    """This thread's reusable codec objects (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.zstd_compressors: dict[int, Any] = {}  # level -> zstandard.ZstdCompressor
+        self.zstd_decompressor: Any = None
+        self.lz4_decompressor: Any = None
+
+
+_local: Final = _CodecState()
+
+
+def _zstd_compressor(zstd: Any, level: int) -> Any:
+    """This thread's ``ZstdCompressor`` for ``level`` (each ``compress()`` call starts a
+    new frame: the context keeps only its allocations between calls)."""
+    compressors = _local.zstd_compressors
+    cctx = compressors.get(level)
+    if cctx is None:
+        cctx = compressors[level] = zstd.ZstdCompressor(level=level)
+    return cctx
+
+
 def _codec(compression: int) -> CompressionType:
     try:
         return CompressionType(compression)
@@ -208,8 +238,8 @@ def compress(
         )
         return out
     if codec is CompressionType.ZSTD:
-        zstd = _module(codec)
-        return bytes(zstd.ZstdCompressor(level=3 if level is None else level).compress(data))
+        cctx = _zstd_compressor(_module(codec), 3 if level is None else level)
+        return bytes(cctx.compress(data))
     snappy = _module(codec).snappy
     if not snappy_xerial_framing:
         return bytes(snappy.compress_raw(data))
@@ -301,11 +331,14 @@ def _gunzip(data: _Buffer, limit: int) -> bytes:
 
 
 def _lz4_decompress(lz4f: Any, data: _Buffer, limit: int) -> bytes:
+    dec = _local.lz4_decompressor
+    if dec is None:
+        dec = _local.lz4_decompressor = lz4f.LZ4FrameDecompressor()
     parts: list[bytes] = []
     total = 0
     pending: _Buffer = data
     while True:
-        dec = lz4f.LZ4FrameDecompressor()
+        dec.reset()  # also after a previous batch that failed half-way
         chunk: bytes = dec.decompress(pending, max_length=min(limit - total + 1, _STEP))
         while True:
             total += len(chunk)
@@ -323,35 +356,127 @@ def _lz4_decompress(lz4f: Any, data: _Buffer, limit: int) -> bytes:
     return b"".join(parts)
 
 
-# A zstd block of at least 4 input bytes (3-byte header + 1) regenerates at most 128 KiB,
-# so N input bytes inflate to at most N * 32768 bytes. Feeding the (unbounded-output)
-# decompressobj input slices sized from the remaining budget bounds memory.
-_ZSTD_MAX_RATIO: Final = 32768
-_ZSTD_MIN_FEED: Final = 256
+# zstd frames (RFC 8878). A block regenerates at most 128 KiB, so the blocks of a frame
+# bound what decoding them can produce: the blocks are walked (3-byte headers) and fed to
+# the decompressor in groups whose bound fits the remaining budget. A frame that declares
+# its content size within the budget (ours and librdkafka's) is decoded in one call into
+# a buffer of exactly that size; Java's streamed frames declare none.
+_ZSTD_MAGIC: Final = 0xFD2FB528
+_ZSTD_SKIPPABLE_MASK: Final = 0xFFFFFFF0
+_ZSTD_SKIPPABLE_MAGIC: Final = 0x184D2A50
+_ZSTD_BLOCK_MAX: Final = 128 * 1024
+_ZSTD_MAX_WINDOW: Final = 1 << 27  # zstd's own default cap
+# Frames with a larger window decode with a decompressor of their own, dropped after the
+# batch, so that a thread's reused one never holds more than this (plus a block) of
+# window buffer.
+_ZSTD_REUSE_MAX_WINDOW: Final = 8 * 1024 * 1024
+
+
+def _zstd_decompressor(zstd: Any) -> Any:
+    dctx = _local.zstd_decompressor
+    if dctx is None:
+        dctx = _local.zstd_decompressor = zstd.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW)
+    return dctx
 
 
 def _zstd_decompress(zstd: Any, data: _Buffer, limit: int) -> bytes:
-    dctx = zstd.ZstdDecompressor(max_window_size=1 << 27)  # zstd's own default cap
     view = memoryview(data).cast("B")
+    dctx = _zstd_decompressor(zstd)
+    # Fast path: a single frame that declares its size. decompress() writes into a buffer
+    # of exactly the declared size (more output is an error), checked against the budget
+    # first; anything else (several frames, corrupt data) takes the general path.
+    try:
+        size = zstd.frame_content_size(view)
+    except zstd.ZstdError:
+        size = -1
+    if size > limit:
+        raise _over_limit("zstd", limit)
+    if size > 0:
+        try:
+            out: bytes = dctx.decompress(view, allow_extra_data=False)
+        except zstd.ZstdError:
+            pass
+        else:
+            return out
+    return _zstd_frames(zstd, dctx, view, limit)
+
+
+def _zstd_frames(zstd: Any, dctx: Any, view: memoryview, limit: int) -> bytes:
+    """Decode the zstd frames in ``view`` one after the other, walking their blocks."""
     size = len(view)
     parts: list[bytes] = []
     total = 0
     pos = 0
     while pos < size:
-        dec = dctx.decompressobj()
-        while not dec.eof:
-            if pos >= size:
-                raise CorruptRecordError("truncated zstd frame")
-            feed = max(_ZSTD_MIN_FEED, (limit - total) // _ZSTD_MAX_RATIO)
-            piece = view[pos : pos + feed]
-            pos += len(piece)
-            chunk: bytes = dec.decompress(piece)
-            total += len(chunk)
-            if total > limit:
+        if pos + 4 > size:
+            raise CorruptRecordError("truncated zstd frame")
+        magic = int.from_bytes(view[pos : pos + 4], "little")
+        if magic & _ZSTD_SKIPPABLE_MASK == _ZSTD_SKIPPABLE_MAGIC:
+            if pos + 8 > size:
+                raise CorruptRecordError("truncated zstd skippable frame")
+            pos += 8 + int.from_bytes(view[pos + 4 : pos + 8], "little")
+            if pos > size:
+                raise CorruptRecordError("truncated zstd skippable frame")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise CorruptRecordError("not a zstd frame")
+        if pos + 5 > size:
+            raise CorruptRecordError("truncated zstd frame header")
+        descriptor = view[pos + 4]
+        single_segment = descriptor & 0x20
+        header = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+        fcs_bytes = (0 if not single_segment else 1, 2, 4, 8)[descriptor >> 6]
+        if pos + header + fcs_bytes > size:
+            raise CorruptRecordError("truncated zstd frame header")
+        window = 0
+        if not single_segment:
+            wd = view[pos + 5]
+            window_log = 10 + (wd >> 3)
+            window = (1 << window_log) + ((1 << window_log) >> 3) * (wd & 7)
+        if fcs_bytes:
+            fcs_at = pos + header
+            declared = int.from_bytes(view[fcs_at : fcs_at + fcs_bytes], "little")
+            declared += 256 if fcs_bytes == 2 else 0
+            if declared > limit - total:
                 raise _over_limit("zstd", limit)
-            parts.append(chunk)
-        # Bytes fed past the end of this frame belong to the next one.
-        pos -= len(dec.unused_data)
+            window = window or declared
+        checksum = 4 if descriptor & 0x04 else 0
+        # a decompressor of its own for a large window (see _ZSTD_REUSE_MAX_WINDOW)
+        frame_dctx = (
+            dctx
+            if window <= _ZSTD_REUSE_MAX_WINDOW
+            else zstd.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW)
+        )
+        dec = frame_dctx.decompressobj()
+        start = pos
+        pos += header + fcs_bytes
+        bound = 0  # most the blocks since ``start`` can regenerate
+        last = False
+        while not last:
+            if pos + 3 > size:
+                raise CorruptRecordError("truncated zstd frame")
+            block = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            last = bool(block & 1)
+            kind = (block >> 1) & 3
+            block_size = block >> 3
+            if kind == 3:
+                raise CorruptRecordError("corrupt zstd data: reserved block type")
+            # raw and RLE blocks regenerate exactly their size, compressed ones at most
+            # 128 KiB (larger sizes are refused by the decoder)
+            bound += _ZSTD_BLOCK_MAX if kind == 2 else block_size
+            pos += 3 + (1 if kind == 1 else block_size) + (checksum if last else 0)
+            if pos > size:
+                raise CorruptRecordError("truncated zstd frame")
+            if last or bound > max(limit - total, _ZSTD_BLOCK_MAX):
+                chunk: bytes = dec.decompress(view[start:pos])
+                total += len(chunk)
+                if total > limit:
+                    raise _over_limit("zstd", limit)
+                parts.append(chunk)
+                start = pos
+                bound = 0
+        if not dec.eof or dec.unused_data:
+            raise CorruptRecordError("corrupt zstd frame")
     return b"".join(parts)
 
 

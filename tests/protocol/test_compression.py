@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import sys
+import threading
 import tracemalloc
 import zlib
 
@@ -100,6 +101,98 @@ def test_zstd_reads_streamed_frames_without_content_size_and_several_frames() ->
     assert decompress(CompressionType.ZSTD, streamed) == payload
     two = compress(CompressionType.ZSTD, b"one ") + compress(CompressionType.ZSTD, b"two")
     assert decompress(CompressionType.ZSTD, two) == b"one two"
+
+
+def test_zstd_frames_with_checksum_skippable_frames_and_large_windows() -> None:
+    payload = os.urandom(3000) * 40
+    with_checksum = zstandard.ZstdCompressor(write_checksum=True).compressobj()
+    first = with_checksum.compress(payload) + with_checksum.flush()
+    skippable = (0x184D2A5A).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"skip!"
+    second = compress(CompressionType.ZSTD, b"end")
+    assert decompress(CompressionType.ZSTD, first + skippable + second) == payload + b"end"
+    # a 16 MiB window (above what a thread's reused decompressor may keep) decodes with a
+    # decompressor of its own
+    params = zstandard.ZstdCompressionParameters.from_level(3, window_log=24)
+    wide = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    frame = wide.compress(payload) + wide.flush()
+    assert zstandard.get_frame_parameters(frame).window_size == 16 * MiB
+    decompress(CompressionType.ZSTD, second)
+    reused = compression._local.zstd_decompressor
+    assert decompress(CompressionType.ZSTD, frame) == payload
+    assert compression._local.zstd_decompressor is reused
+
+
+def test_zstd_content_size_is_enforced() -> None:
+    payload = os.urandom(3000) * 30
+    frame = compress(CompressionType.ZSTD, payload)
+    assert zstandard.frame_content_size(frame) == len(payload)
+    # a declared size above the budget is refused before decoding
+    with pytest.raises(DecompressionLimitError):
+        decompress(CompressionType.ZSTD, frame, max_decompressed_bytes=len(payload) - 1)
+    with pytest.raises(DecompressionLimitError):  # also as the second frame
+        decompress(CompressionType.ZSTD, frame + frame, max_decompressed_bytes=len(payload))
+    # a header that lies about the size (4-byte field after the descriptor) is corrupt
+    assert frame[4] >> 6 == 2 and frame[4] & 0x20  # single segment, 4-byte content size
+    for lie in (1000, len(payload) + 1000):
+        forged = frame[:5] + lie.to_bytes(4, "little") + frame[9:]
+        with pytest.raises(CorruptRecordError):
+            decompress(CompressionType.ZSTD, forged)
+
+
+def test_codec_state_is_reused_per_thread_and_level() -> None:
+    compress(CompressionType.ZSTD, b"x" * 100, level=3)
+    level3 = compression._local.zstd_compressors[3]
+    compress(CompressionType.ZSTD, b"y" * 100, level=5)
+    compress(CompressionType.ZSTD, b"z" * 100)  # default level 3
+    assert compression._local.zstd_compressors[3] is level3
+    assert compression._local.zstd_compressors[5] is not level3
+    seen: list[object] = []
+
+    def other_thread() -> None:
+        compress(CompressionType.ZSTD, b"x" * 100, level=3)
+        seen.append(compression._local.zstd_compressors[3])
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert seen and seen[0] is not level3  # each thread has its own
+
+
+def test_reused_decompressors_recover_after_a_corrupt_batch() -> None:
+    payload = b"recover " * 10_000
+    for codec in (CompressionType.ZSTD, CompressionType.LZ4):
+        data = compress(codec, payload)
+        with pytest.raises(CorruptRecordError):
+            decompress(codec, data[: len(data) // 2])
+        with pytest.raises(ProtocolError):
+            decompress(codec, data[:20] + bytes(200) + data[220:])
+        assert decompress(codec, data) == payload
+
+
+@pytest.mark.parametrize("codec", COMPRESSED, ids=lambda c: c.name)
+def test_concurrent_threads_compress_and_decompress_correctly(codec: CompressionType) -> None:
+    # the codec objects are not thread-safe: every thread must use its own
+    payloads = [os.urandom(2000) * (20 + n) for n in range(8)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def work(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(30):
+                payload = payloads[(n + i) % len(payloads)]
+                level = (1, 3, 6)[i % 3] if codec is not CompressionType.SNAPPY else None
+                data = compress(codec, payload, level=level)
+                assert decompress(codec, data) == payload
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
 
 
 def _xerial(payload: bytes, block: int) -> bytes:
