@@ -1166,19 +1166,29 @@ def module_name(message_name: str) -> str:
 def registry_source(
     pairs: list[tuple[str, MessageSpec, MessageSpec]], others: list[tuple[str, MessageSpec]]
 ) -> str:
+    """The package ``__init__``: registries that import no message module until used."""
     lines = [
         HEADER_LINE,
         f'"""Generated Kafka {KAFKA_VERSION} messages, and the registry of APIs by key.',
         "",
-        "``API_KEYS[api_key]`` is ``(request class, response class)``.",
+        "``API_KEYS[api_key]`` is ``(request class, response class)``. Nothing here imports a",
+        "message module before it is used: ``API_KEYS[api_key]`` imports that API's module on",
+        "first lookup (iterating over the values imports them all), and so does importing a",
+        "class from this package (``from aiostream_kafka.protocol.messages import",
+        "FetchRequest``, a module ``__getattr__``). ``API_NAMES`` and ``API_VERSIONS`` need",
+        "no import at all.",
         '"""',
         "",
         "# ruff: noqa",
         "from __future__ import annotations",
         "",
-        "from typing import Final",
+        "from collections.abc import Iterator, Mapping",
+        "from importlib import import_module",
+        "from typing import TYPE_CHECKING, Final",
         "",
         "from aiostream_kafka.protocol.base import Request, Response",
+        "",
+        "if TYPE_CHECKING:",
     ]
     imports: list[tuple[str, list[str]]] = []
     for module, req, resp in pairs:
@@ -1186,19 +1196,88 @@ def registry_source(
     for module, msg in others:
         imports.append((module, [msg.name]))
     for module, names in sorted(imports):
-        lines.append(f"from aiostream_kafka.protocol.messages.{module} import {', '.join(names)}")
+        lines.append(
+            f"    from aiostream_kafka.protocol.messages.{module} import {', '.join(names)}"
+        )
+    by_key = sorted(pairs, key=lambda p: p[1].api_key or 0)
     lines.append("")
-    lines.append("#: api_key -> (request class, response class), for every generated API")
-    lines.append("API_KEYS: Final[dict[int, tuple[type[Request], type[Response]]]] = {")
-    for _module, req, resp in sorted(pairs, key=lambda p: p[1].api_key or 0):
-        lines.append(f"    {req.api_key}: ({req.name}, {resp.name}),")
+    lines.append("#: api_key -> the module of this package that holds the API's two classes")
+    lines.append("API_MODULES: Final[dict[int, str]] = {")
+    for module, req, _resp in by_key:
+        lines.append(f"    {req.api_key}: {module!r},")
     lines.append("}")
     lines.append("#: api_key -> API name as Kafka spells it (``Produce``, ``ApiVersions``...)")
     lines.append("API_NAMES: Final[dict[int, str]] = {")
-    for _module, req, _resp in sorted(pairs, key=lambda p: p[1].api_key or 0):
+    for _module, req, _resp in by_key:
         lines.append(f"    {req.api_key}: {req.api_name!r},")
     lines.append("}")
-    names = sorted([n for _m, names in imports for n in names] + ["API_KEYS", "API_NAMES"])
+    lines.append("#: api_key -> the request's ``(MIN_VERSION, MAX_STABLE_VERSION, MAX_VERSION)``")
+    lines.append("API_VERSIONS: Final[dict[int, tuple[int, int, int]]] = {")
+    for _module, req, _resp in by_key:
+        assert req.valid is not None
+        low, high = req.valid
+        stable = high - 1 if req.latest_unstable else high
+        lines.append(f"    {req.api_key}: ({low}, {stable}, {high}),")
+    lines.append("}")
+    lines.append("#: class name -> its module, for every class this package re-exports")
+    lines.append("_MODULE_OF: Final[dict[str, str]] = {")
+    for module, names in sorted(imports):
+        lines.extend(f"    {name!r}: {module!r}," for name in names)
+    lines.append("}")
+    lines.extend(
+        [
+            "",
+            "",
+            "class _ApiRegistry(Mapping[int, tuple[type[Request], type[Response]]]):",
+            '    """``API_KEYS``: read-only; an API\'s module is imported on its first lookup."""',
+            "",
+            "    def __init__(self) -> None:",
+            "        self._loaded: dict[int, tuple[type[Request], type[Response]]] = {}",
+            "",
+            "    def __getitem__(self, api_key: int) -> tuple[type[Request], type[Response]]:",
+            "        pair = self._loaded.get(api_key)",
+            "        if pair is None:",
+            "            module = import_module(f'{__name__}.{API_MODULES[api_key]}')",
+            "            name = API_NAMES[api_key]",
+            "            request = getattr(module, f'{name}Request')",
+            "            pair = (request, getattr(module, f'{name}Response'))",
+            "            self._loaded[api_key] = pair",
+            "        return pair",
+            "",
+            "    def __contains__(self, api_key: object) -> bool:",
+            "        return api_key in API_MODULES",
+            "",
+            "    def __iter__(self) -> Iterator[int]:",
+            "        return iter(API_MODULES)",
+            "",
+            "    def __len__(self) -> int:",
+            "        return len(API_MODULES)",
+            "",
+            "    def __repr__(self) -> str:",
+            "        return f'<API_KEYS: {len(API_MODULES)} APIs, {len(self._loaded)} loaded>'",
+            "",
+            "",
+            "#: api_key -> (request class, response class), for every generated API",
+            "API_KEYS: Final[Mapping[int, tuple[type[Request], type[Response]]]] = _ApiRegistry()",
+            "",
+            "if not TYPE_CHECKING:  # mypy sees the imports above, and no catch-all",
+            "",
+            "    def __getattr__(name: str) -> object:",
+            "        module = _MODULE_OF.get(name)",
+            "        if module is None:",
+            "            raise AttributeError(f'module {__name__!r} has no attribute {name!r}')",
+            "        value = getattr(import_module(f'{__name__}.{module}'), name)",
+            "        globals()[name] = value",
+            "        return value",
+            "",
+            "",
+            "def __dir__() -> list[str]:",
+            "    return sorted({*globals(), *_MODULE_OF})",
+            "",
+        ]
+    )
+    registries = ["API_KEYS", "API_MODULES", "API_NAMES", "API_VERSIONS"]
+    names = sorted([n for _m, names in imports for n in names] + registries)
     lines.append("")
     lines.append("__all__ = [")
     lines.extend(f"    {n!r}," for n in names)

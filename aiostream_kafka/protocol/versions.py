@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from aiostream_kafka.errors import UnsupportedVersionError
-from aiostream_kafka.protocol.messages import API_KEYS, API_NAMES
+from aiostream_kafka.protocol.messages import API_NAMES, API_VERSIONS
 from aiostream_kafka.protocol.messages.api_versions import ApiVersionsResponse
 
 __all__ = [
@@ -50,10 +50,11 @@ def client_version_ranges(*, allow_unstable: bool = False) -> dict[int, VersionR
     broker-only version (:data:`CLIENT_MAX_VERSION`).
     """
     ranges: dict[int, VersionRange] = {}
-    for api_key, (request_type, _response_type) in API_KEYS.items():
-        high = request_type.MAX_VERSION if allow_unstable else request_type.MAX_STABLE_VERSION
+    # From the generated table, which imports no message module (they load on first use).
+    for api_key, (low, stable, latest) in API_VERSIONS.items():
+        high = latest if allow_unstable else stable
         high = min(high, CLIENT_MAX_VERSION.get(api_key, high))
-        ranges[api_key] = (request_type.MIN_VERSION, high)
+        ranges[api_key] = (low, high)
     return ranges
 
 
