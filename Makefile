@@ -8,7 +8,7 @@ STAMP   = $(VENV)/.installed
 SHARED ?= ../shared
 PYTEST_ARGS ?=
 
-.PHONY: help venv broker-jars test test-fast protocol-check lint typecheck demo dev-broker bench docs clean
+.PHONY: help venv broker-jars compile test test-pure test-fast protocol-check lint typecheck demo dev-broker bench docs clean
 
 help:
 	@echo "make test        set up everything and run the whole test suite (real Kafka broker)"
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "error: Python >= 3.11 needed, found " + sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	AIOSTREAM_KAFKA_PURE=1 $(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -37,8 +37,26 @@ protocol-check: $(STAMP)
 		$(PY) tools/generate_protocol.py --check; \
 	else echo "protocol-check: $(SHARED)/kafka-protocol not present, skipped"; fi
 
-test: $(STAMP) broker-jars protocol-check
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+# The compiled build of the hot modules (aiostream_kafka/_native.py lists them), in place:
+# extension modules beside their sources, rebuilt when a source is newer. Without a C
+# compiler it warns and the pure package runs.
+HOT_SOURCES = $(shell $(PYTHON) -c "import ast,pathlib;t=ast.parse(pathlib.Path('aiostream_kafka/_native.py').read_text());print(' '.join(m.replace('.','/')+'.py' for n in t.body if getattr(getattr(n,'target',None),'id','')=='COMPILED_MODULES' for m in ast.literal_eval(n.value)))")
+COMPILED_STAMP = build/.compiled
+
+$(COMPILED_STAMP): $(STAMP) $(HOT_SOURCES) setup.py
+	$(PY) setup.py --quiet build_ext --inplace
+	@mkdir -p build && touch $(COMPILED_STAMP)
+
+compile: $(COMPILED_STAMP)
+
+# The whole suite on the compiled build, then the codec and the producer/consumer unit
+# tests on the pure package (the same source, interpreted).
+test: $(STAMP) broker-jars protocol-check compile
+	AIOSTREAM_KAFKA_EXPECT_COMPILED=1 $(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-pure
+
+test-pure: $(STAMP)
+	AIOSTREAM_KAFKA_PURE=1 $(PY) -m pytest -ra -q -p no:cacheprovider tests/protocol tests/test_partitioner.py tests/test_producer.py tests/test_consumer.py
 
 test-fast: $(STAMP) broker-jars
 	$(PY) -m pytest -ra -m "not slow" $(PYTEST_ARGS)
@@ -64,3 +82,4 @@ docs: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find aiostream_kafka -name "*.so" -delete; rm -f *__mypyc*.so

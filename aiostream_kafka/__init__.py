@@ -4,6 +4,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0.dev0"
 
+# First: importing _native decides between the compiled and the source hot modules.
+from aiostream_kafka import _native  # noqa: F401  # isort: skip
+
 from aiostream_kafka.admin import (  # after __version__: the config module imports it
     Admin,
     AlterConfigOp,

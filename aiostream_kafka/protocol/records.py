@@ -69,6 +69,7 @@ from typing import Final
 from crc32c import crc32c
 
 from aiostream_kafka.errors import CorruptRecordError, ProtocolError
+from aiostream_kafka.protocol import fastrecords as _fastrecords
 from aiostream_kafka.protocol.compression import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     CompressionType,
@@ -760,7 +761,7 @@ class RecordBatch:
         buf, pos, end = self.records_span(max_decompressed_bytes)
         ple = self.partition_leader_epoch
         if not self.attributes & _TIMESTAMP_TYPE_BIT:
-            return _decode_records(
+            return _DECODE(
                 buf,
                 pos,
                 end,
@@ -773,7 +774,7 @@ class RecordBatch:
                 None if ple < 0 else ple,
             )
         # LOG_APPEND_TIME: the broker's append time, max_timestamp, stands for every record.
-        out = _decode_records(
+        out = _DECODE(
             buf,
             pos,
             end,
@@ -1491,7 +1492,7 @@ def _decode_records(
         )
     out: list[Record] = []
     append = out.append
-    new = object.__new__
+    new = Record.__new__  # object.__new__, or the native tp_new of the compiled build
     init = Record.__init__
     cls = Record
     unpack = _unpack_window
@@ -1636,6 +1637,10 @@ def _decode_records(
 
 # A window that fails every fast-path test: h[0] > 0x7F with h[1] > 0x7F sets i = 0.
 _SLOW_WINDOW: Final = (0xFF,) * _WINDOW
+
+# The record decoder: the typed loop when the compiled build is in use (several times
+# faster compiled), else the interpreter-tuned one above (faster interpreted).
+_DECODE = _fastrecords.decode_records if _fastrecords.COMPILED else _decode_records
 
 
 __all__ = [

@@ -1,0 +1,102 @@
+"""The typed record decoder (``fastrecords``, the compiled build's) against the
+interpreter-tuned one (``records._decode_records``): same records, same errors, on any
+batch. Runs in both builds: interpreted here, ``fastrecords`` is plain Python."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aiostream_kafka import _native
+from aiostream_kafka.errors import CorruptRecordError
+from aiostream_kafka.protocol import fastrecords, records
+from aiostream_kafka.protocol.records import RecordBatchBuilder, iter_batches
+from aiostream_kafka.structs import TimestampType
+
+# Small fields, and large ones (multi-byte varints) built cheaply from a repeated piece.
+_bytes = st.binary(max_size=300) | st.builds(
+    lambda piece, n: piece * n, st.binary(min_size=1, max_size=8), st.integers(1100, 2600)
+)
+_header = st.tuples(st.text(max_size=70), st.none() | st.binary(max_size=200))
+_record = st.tuples(
+    st.none() | _bytes,
+    st.none() | _bytes,
+    st.lists(_header, max_size=4)
+    | st.builds(lambda h, n: [h] * n, _header, st.integers(60, 70)),
+    st.integers(min_value=0, max_value=2**41),
+)
+
+
+Row = tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]
+
+
+def _span(rows: list[Row]) -> tuple[bytes, int, int, int, int]:
+    builder = RecordBatchBuilder(batch_size=1 << 30)
+    for key, value, headers, ts in rows:
+        builder.append(key, value, headers, ts)
+    data = builder.build(base_offset=1000)
+    batch = next(iter_batches(data))
+    buf, pos, end = batch.records_span()
+    return bytes(buf), pos, end, batch.record_count, batch.base_timestamp
+
+
+def _both(buf: bytes, pos: int, end: int, count: int, base_ts: int) -> tuple[object, object]:
+    out = []
+    for decode in (records._decode_records, fastrecords.decode_records):
+        try:
+            got: object = decode(buf, pos, end, count, "t", 3, 1000, base_ts,
+                                 TimestampType.CREATE_TIME, 7)  # fmt: skip
+        except CorruptRecordError:
+            got = CorruptRecordError
+        out.append(got)
+    return out[0], out[1]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_record, min_size=1, max_size=12))
+def test_same_records_as_the_interpreted_decoder(rows: list) -> None:  # type: ignore[type-arg]
+    buf, pos, end, count, base_ts = _span(rows)
+    tuned, typed = _both(buf, pos, end, count, base_ts)
+    assert typed == tuned
+    assert [(r.key, r.value, r.headers) for r in typed] == [  # type: ignore[attr-defined]
+        (k, v, [(n, hv) for n, hv in h]) for k, v, h, _ in rows
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_record, min_size=1, max_size=4), st.data())
+def test_same_verdict_on_corrupt_bytes(rows: list, data: st.DataObject) -> None:  # type: ignore[type-arg]
+    buf, pos, end, count, base_ts = _span(rows)
+    mutated = bytearray(buf)
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(pos, end - 1))
+        mutated[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(pos, end))
+    tuned, typed = _both(bytes(mutated), pos, cut, count, base_ts)
+    if tuned is CorruptRecordError or typed is CorruptRecordError:
+        # Both refuse; or, where one reads further before refusing, neither accepts it.
+        assert tuned is typed, (tuned, typed)
+    else:
+        assert typed == tuned
+
+
+def test_the_build_in_use_is_reported() -> None:
+    compiled = _native.compiled_modules()
+    assert fastrecords.COMPILED == ("aiostream_kafka.protocol.fastrecords" in compiled)
+    assert records._DECODE is (
+        fastrecords.decode_records if fastrecords.COMPILED else records._decode_records
+    )
+
+
+def test_expected_build(pytestconfig: pytest.Config) -> None:
+    """``make test`` runs the compiled build and says so: AIOSTREAM_KAFKA_EXPECT_COMPILED=1
+    makes a silently pure run fail here."""
+    import os
+
+    if os.environ.get("AIOSTREAM_KAFKA_EXPECT_COMPILED") == "1":
+        assert set(_native.compiled_modules()) == set(_native.COMPILED_MODULES)
+    elif os.environ.get("AIOSTREAM_KAFKA_PURE") == "1":
+        assert _native.compiled_modules() == []
+    else:
+        pytest.skip("neither AIOSTREAM_KAFKA_EXPECT_COMPILED nor AIOSTREAM_KAFKA_PURE is set")
