@@ -54,7 +54,7 @@ compile: $(COMPILED_STAMP)
 
 # The whole suite on the compiled build, then the codec and the producer/consumer unit
 # tests on the pure package (the same source, interpreted).
-test: $(STAMP) broker-jars protocol-check compile
+test: $(STAMP) compile broker-jars protocol-check
 	AIOSTREAM_KAFKA_EXPECT_COMPILED=1 $(PY) -m pytest -ra $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-pure
 
