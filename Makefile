@@ -47,7 +47,7 @@ $(COMPILED_STAMP): $(STAMP) $(HOT_SOURCES) setup.py
 	$(PY) setup.py --quiet build_ext --inplace
 	@# build_ext copies with the build's old times: newer than the sources, or the import
 	@# guard (_native) takes them for stale.
-	@find aiostream_kafka -name '*.so' -exec touch {} +; touch *__mypyc*.so 2>/dev/null || true
+	@find aiostream_kafka -name '*.so' -exec touch {} +
 	@mkdir -p build && touch $(COMPILED_STAMP)
 
 compile: $(COMPILED_STAMP)

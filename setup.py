@@ -53,7 +53,10 @@ def ext_modules() -> list:  # type: ignore[type-arg]
         print("warning: mypyc not available; installing the pure-Python package", file=sys.stderr)
         return []
     paths = [str(Path(*m.split(".")).with_suffix(".py")) for m in compiled_modules()]
-    return mypycify(paths, opt_level="3", debug_level="0")
+    # The runtime library the compiled modules share goes inside the package
+    # (aiostream_kafka/_mypyc__mypyc.*.so), not at the top level of site-packages or of the
+    # checkout, where a script run from elsewhere (examples/) would not find it.
+    return mypycify(paths, opt_level="3", debug_level="0", group_name="aiostream_kafka._mypyc")
 
 
 setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})

@@ -4,6 +4,9 @@ batch. Runs in both builds: interpreted here, ``fastrecords`` is plain Python.""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -100,3 +103,26 @@ def test_expected_build(pytestconfig: pytest.Config) -> None:
         assert _native.compiled_modules() == []
     else:
         pytest.skip("neither AIOSTREAM_KAFKA_EXPECT_COMPILED nor AIOSTREAM_KAFKA_PURE is set")
+
+
+def test_compiled_build_loads_from_any_directory(tmp_path: Path) -> None:
+    """A script run outside the checkout (``python examples/x.py``, a service) imports the
+    same build as the tests: the compiled modules' shared runtime lives inside the package,
+    so the import does not depend on the working directory being the checkout."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, aiostream_kafka, aiostream_kafka.structs, aiostream_kafka._native as n;"
+        "print(json.dumps(n.compiled_modules()))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    in_child = set(json.loads(result.stdout))
+    in_parent = set(_native.compiled_modules())
+    assert in_child == in_parent
+    if os.environ.get("AIOSTREAM_KAFKA_EXPECT_COMPILED") == "1":
+        assert in_child == set(_native.COMPILED_MODULES)
