@@ -51,7 +51,13 @@ from aiostream_kafka.errors import (
     TLSHandshakeError,
     UnsupportedVersionError,
 )
-from aiostream_kafka.producer import Producer, ProducerClosedError, ProducerRecord
+from aiostream_kafka.producer import (
+    BatchDeliveryError,
+    BatchMetadata,
+    Producer,
+    ProducerClosedError,
+    ProducerRecord,
+)
 from aiostream_kafka.protocol.error_codes import *  # noqa: F403 -- one class per Kafka error code
 from aiostream_kafka.protocol.error_codes import __all__ as _error_code_names
 from aiostream_kafka.structs import (
@@ -70,6 +76,8 @@ __all__ = [
     "Admin",
     "AlterConfigOp",
     "AlterConfigOpType",
+    "BatchDeliveryError",
+    "BatchMetadata",
     "BootstrapError",
     "ClientClosedError",
     "BrokerDescription",

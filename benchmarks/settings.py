@@ -64,6 +64,10 @@ PRODUCE_PARTITIONS = 3
 CONSUME_PARTITIONS = 3
 LATENCY_PARTITIONS = 1  # EndToEndLatency's own default topic has one partition
 PAUSE_PARTITIONS = 10
+#: Records per call in the produce "batch API" cases (ours: ``enqueue_batch``; aiokafka:
+#: hand-built ``create_batch``/``send_batch`` batches, which hold what fits in one batch;
+#: confluent-kafka: ``produce_batch``).
+PRODUCE_BATCH_CALL = 10_000
 
 #: Java clients run with this heap (kafka-run-class.sh gives the perf tools 512M too).
 JAVA_HEAP = "-Xmx512M"
@@ -80,6 +84,9 @@ class Profile:
     produce_codecs: list[str] = field(default_factory=lambda: ["none", "lz4", "zstd"])
     produce_records: dict[int, int] = field(default_factory=dict)
     produce_warmup_records: int = 5000
+    #: The batch API cases (record sizes x codecs of their own; none: no such case).
+    produce_batch_sizes: list[int] = field(default_factory=lambda: [100, 1024])
+    produce_batch_codecs: list[str] = field(default_factory=lambda: ["none", "lz4", "zstd"])
     consume_records: dict[int, int] = field(default_factory=dict)
     consume_modes: list[str] = field(default_factory=lambda: ["batch", "record"])
     latency_rate: int = 1000
@@ -131,6 +138,8 @@ SMOKE = Profile(
     warmup_rounds=0,
     produce_sizes=[100],
     produce_codecs=["lz4"],
+    produce_batch_sizes=[100],
+    produce_batch_codecs=["lz4"],
     produce_records={100: 3000},
     produce_warmup_records=100,
     consume_records={100: 5000},

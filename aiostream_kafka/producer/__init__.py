@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from aiostream_kafka.producer.batch import (
+    BatchDeliveryError,
+    BatchFailure,
+    BatchMetadata,
+    BatchRun,
+)
 from aiostream_kafka.producer.config import ProducerConfig
 from aiostream_kafka.producer.partitioner import murmur2, partition_for_key
 from aiostream_kafka.producer.producer import Producer, ProducerClosedError, ProducerRecord
 
 __all__ = [
+    "BatchDeliveryError",
+    "BatchFailure",
+    "BatchMetadata",
+    "BatchRun",
     "Producer",
     "ProducerClosedError",
     "ProducerConfig",

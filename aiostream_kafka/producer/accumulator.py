@@ -20,9 +20,11 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import cast
 
 from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.producer.batch import Segment
 from aiostream_kafka.producer.buffer_pool import BufferPool
 from aiostream_kafka.protocol.compression import CompressionType
 from aiostream_kafka.protocol.records import (
@@ -68,7 +70,9 @@ PLAIN_OVERHEAD = 11
 
 
 class ProducerBatch:
-    """One record batch of one partition, with a future per record.
+    """One record batch of one partition, with a future per record (``None`` for the
+    records of batch calls, which ``groups`` resolve a segment at a time: see
+    :mod:`aiostream_kafka.producer.batch`).
 
     Records are appended through :meth:`append`, except on the producer's hot path: a
     keyless, headerless record of bytes joins ``pending`` (with its timestamp and future)
@@ -94,6 +98,7 @@ class ProducerBatch:
         "deadline",
         "done",
         "futures",
+        "groups",
         "maybe_written",
         "payload",
         "pending",
@@ -118,7 +123,9 @@ class ProducerBatch:
         self.tp = tp
         self.batch_size = batch_size
         self.builder = RecordBatchBuilder(batch_size)
-        self.futures: list[asyncio.Future[RecordMetadata]] = []
+        self.futures: list[asyncio.Future[RecordMetadata] | None] = []
+        # The batch calls' segments in this batch (None: only single records).
+        self.groups: list[Segment] | None = None
         self.timestamps: list[int] = []
         self.pending: list[bytes] = []
         self.room = batch_size - HEADER_SIZE - PLAIN_OVERHEAD
@@ -184,9 +191,10 @@ class ProducerBatch:
         value: BytesLike | None,
         headers: HeaderList | None,
         timestamp_ms: int,
-        future: asyncio.Future[RecordMetadata],
+        future: asyncio.Future[RecordMetadata] | None,
     ) -> None:
-        """Add one record (the caller checked :meth:`has_room_for`)."""
+        """Add one record (the caller checked :meth:`has_room_for`); ``future`` is None
+        for a record of a batch call (its segment is attached by the caller)."""
         if self.pending:
             self.flush_pending()
         builder = self.builder
@@ -205,6 +213,10 @@ class ProducerBatch:
         (whole,) = iter_batches(self.builder.build())
         records = whole.records(self.tp.topic, self.tp.partition)
         half = len(records) // 2
+        groups: list[tuple[Segment | None, Segment | None]] = [
+            segment.split(half) for segment in self.groups or ()
+        ]
+        self.groups = None  # the parts resolve them now
         parts: list[ProducerBatch] = []
         for first, last, reserved in (
             (0, half, self.reserved // 2),
@@ -216,6 +228,10 @@ class ProducerBatch:
             for record, future in zip(records[first:last], self.futures[first:last], strict=True):
                 part.append(record.key, record.value, record.headers, record.timestamp_ms, future)
             part.closed = True
+            side = 0 if first == 0 else 1
+            segments = [segment for pair in groups if (segment := pair[side]) is not None]
+            if segments:
+                part.groups = segments
             part.attempts = self.attempts
             if self.base_sequence != NO_SEQUENCE:
                 part.base_sequence = (self.base_sequence + first) & 0x7FFFFFFF
@@ -272,24 +288,29 @@ class ProducerBatch:
         return payload
 
     def complete(self, base_offset: int, log_append_time_ms: int) -> None:
-        """Resolve every record future with its metadata."""
+        """Resolve every record future with its metadata, and every batch call's segment."""
+        if self.groups is not None:
+            self._complete_groups(base_offset, log_append_time_ms)
+            return
         topic, partition = self.tp
+        # No batch call's records here: every record has its future.
+        futures = cast("list[asyncio.Future[RecordMetadata]]", self.futures)
         timestamps = self.timestamps
         new = tuple.__new__  # RecordMetadata is a named tuple: skip its __new__ wrapper
         meta = RecordMetadata
         if base_offset < 0:  # acks=0: no offsets
-            for i, future in enumerate(self.futures):
+            for i, future in enumerate(futures):
                 if not future.done():
                     ts = timestamps[i] if log_append_time_ms < 0 else log_append_time_ms
                     future.set_result(new(meta, (topic, partition, -1, ts)))
         elif log_append_time_ms < 0:  # CreateTime: each record's own timestamp
             offset = base_offset
-            for future, ts in zip(self.futures, timestamps, strict=True):
+            for future, ts in zip(futures, timestamps, strict=True):
                 if not future.done():
                     future.set_result(new(meta, (topic, partition, offset, ts)))
                 offset += 1
         else:
-            for i, future in enumerate(self.futures):
+            for i, future in enumerate(futures):
                 if not future.done():
                     future.set_result(
                         new(meta, (topic, partition, base_offset + i, log_append_time_ms))
@@ -297,11 +318,36 @@ class ProducerBatch:
         if not self.done.done():
             self.done.set_result(None)
 
+    def _complete_groups(self, base_offset: int, log_append_time_ms: int) -> None:
+        """:meth:`complete` for a batch holding batch calls' records (and maybe single
+        records too)."""
+        topic, partition = self.tp
+        futures = self.futures
+        if futures.count(None) != len(futures):
+            new = tuple.__new__
+            meta = RecordMetadata
+            for i, future in enumerate(futures):
+                if future is not None and not future.done():
+                    if log_append_time_ms >= 0:
+                        ts = log_append_time_ms
+                    else:
+                        ts = self.timestamps[i]
+                    offset = base_offset + i if base_offset >= 0 else -1
+                    future.set_result(new(meta, (topic, partition, offset, ts)))
+        for segment in self.groups or ():
+            segment.completion.delivered(segment, partition, base_offset, log_append_time_ms)
+        if not self.done.done():
+            self.done.set_result(None)
+
     def fail(self, error: KafkaError) -> None:
-        """Fail every record future with ``error``."""
+        """Fail every record future, and every batch call's segment, with ``error``."""
         for future in self.futures:
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(error)
+        if self.groups is not None:
+            partition = self.tp.partition
+            for segment in self.groups:
+                segment.completion.failed(segment, partition, error)
         if not self.done.done():
             self.done.set_result(None)
 
@@ -402,6 +448,36 @@ class Accumulator:
         self.incomplete.add(batch)
         self.wakeup.set()
         return future, batch
+
+    def reservation(self, first_record_size: int) -> int:
+        """The memory a new batch reserves when its first record has this size bound."""
+        return min(max(self.batch_size, first_record_size), self.pool.total)
+
+    def open_reserved(
+        self, tp: TopicPartition, reserved: int, fits: Callable[[ProducerBatch], bool]
+    ) -> ProducerBatch:
+        """For a batch call that reserved ``reserved`` bytes (:meth:`reservation`): a new,
+        empty batch of ``tp`` holding the reservation, or, when another caller opened a
+        batch while this one waited for memory and ``fits`` says it takes the next record,
+        that batch (the reservation is returned). The caller appends at least one record
+        before it awaits anything (an empty batch is never sent); the first record of an
+        empty batch is always taken. Never waits."""
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = collections.deque()
+        elif dq and not dq[-1].closed:
+            if fits(dq[-1]):
+                self.pool.release(reserved)
+                return dq[-1]
+            dq[-1].closed = True
+        now = time.monotonic()
+        batch = ProducerBatch(
+            tp, self.batch_size, reserved, now, now + self.delivery_timeout_s, self.loop
+        )
+        dq.append(batch)
+        self.incomplete.add(batch)
+        self.wakeup.set()
+        return batch
 
     def requeue(self, batch: ProducerBatch) -> None:
         """Put a batch back for a retry, ahead of every batch never sent and in sequence

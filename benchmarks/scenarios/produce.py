@@ -1,4 +1,5 @@
-"""Producer throughput: 100 B and 1 KiB values, acks=all, none/lz4/zstd."""
+"""Producer throughput: 100 B and 1 KiB values, acks=all, none/lz4/zstd; per record, and
+through each client's batch API (the "batch API" cases)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ ABOUT = (
     "`batch.size=16384`, idempotence on, for every client. Each run first sends "
     "{warmup:,} warm-up records (untimed; Java: `--warmup-records`), then the clock runs "
     "from the first timed send to the last acknowledgement. Each client's compression level "
-    "is its own default."
+    "is its own default. The *batch API* cases hand the records over {call:,} per call "
+    "where the client has such a call (ours: `enqueue_batch`, one future per call; "
+    "confluent-kafka: `produce_batch`, `poll(0)` between calls; aiokafka: hand-built "
+    "`create_batch()` batches, one per `send_batch` call, partitions in turn), with one "
+    "completion per call instead of one per record; the Java perf tool has no such mode."
 )
 
 
@@ -43,10 +48,35 @@ async def cases(ctx: Context) -> list[Case]:
                     cleanup=ctx.delete_topic,
                 )
             )
+    for size in p.produce_batch_sizes:
+        for codec in p.produce_batch_codecs:
+            out.append(
+                Case(
+                    family=FAMILY,
+                    name=f"{size} B {codec} batch API",
+                    scenario="produce_batch",
+                    spec={
+                        "size": size,
+                        "codec": codec,
+                        "records": p.produce_records[size],
+                        "warmup": p.produce_warmup_records,
+                        "call": settings.PRODUCE_BATCH_CALL,
+                    },
+                    metrics=THROUGHPUT_METRICS,
+                    extract=partial(throughput, size=size),
+                    topic=partial(
+                        ctx.create_topic, f"produce-{size}-{codec}", settings.PRODUCE_PARTITIONS
+                    ),
+                    cleanup=ctx.delete_topic,
+                    clients=["ours", "aiokafka", "confluent"],
+                )
+            )
     return out
 
 
 def about(profile: settings.Profile) -> str:
     return ABOUT.format(
-        partitions=settings.PRODUCE_PARTITIONS, warmup=profile.produce_warmup_records
+        partitions=settings.PRODUCE_PARTITIONS,
+        warmup=profile.produce_warmup_records,
+        call=settings.PRODUCE_BATCH_CALL,
     )
