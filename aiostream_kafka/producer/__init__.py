@@ -4,13 +4,27 @@ from __future__ import annotations
 
 from aiostream_kafka.producer.config import ProducerConfig
 from aiostream_kafka.producer.partitioner import murmur2, partition_for_key
-from aiostream_kafka.producer.producer import Producer, ProducerClosedError, ProducerRecord
+from aiostream_kafka.producer.producer import (
+    Producer,
+    ProducerClosedError,
+    ProducerRecord,
+    TransactionScope,
+)
+from aiostream_kafka.producer.transactions import (
+    TransactionAbortedError,
+    TransactionState,
+    TransactionStateError,
+)
 
 __all__ = [
     "Producer",
     "ProducerClosedError",
     "ProducerConfig",
     "ProducerRecord",
+    "TransactionAbortedError",
+    "TransactionScope",
+    "TransactionState",
+    "TransactionStateError",
     "murmur2",
     "partition_for_key",
 ]
