@@ -14,6 +14,7 @@ import pytest
 from aiostream_kafka import (
     CommitFailedError,
     ConsumerGroupMetadata,
+    InvalidProducerEpochError,
     KafkaTimeoutError,
     ProducerFencedError,
     TopicPartition,
@@ -149,7 +150,11 @@ async def test_init_gives_up_at_max_block_ms_and_can_be_called_again() -> None:
 
 @pytest.mark.parametrize(
     ("code", "error"),
-    [(90, ProducerFencedError), (53, TransactionalIdAuthorizationFailedError)],
+    [
+        (90, ProducerFencedError),
+        (47, InvalidProducerEpochError),  # from the coordinator: fenced (Java's reading)
+        (53, TransactionalIdAuthorizationFailedError),
+    ],
 )
 async def test_fatal_coordinator_errors_end_the_producer(code: int, error: type) -> None:
     cluster = FakeCluster({InitProducerIdRequest: [init_answer(code)]})
