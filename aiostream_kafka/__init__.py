@@ -51,16 +51,21 @@ from aiostream_kafka.errors import (
     TLSHandshakeError,
     UnsupportedVersionError,
 )
+from aiostream_kafka.exactly_once import process_exactly_once
 from aiostream_kafka.producer import (
     BatchDeliveryError,
     BatchMetadata,
     Producer,
     ProducerClosedError,
     ProducerRecord,
+    TransactionAbortedError,
+    TransactionState,
+    TransactionStateError,
 )
 from aiostream_kafka.protocol.error_codes import *  # noqa: F403 -- one class per Kafka error code
 from aiostream_kafka.protocol.error_codes import __all__ as _error_code_names
 from aiostream_kafka.structs import (
+    ConsumerGroupMetadata,
     Record,
     RecordMetadata,
     TimestampType,
@@ -90,6 +95,7 @@ __all__ = [
     "ConfigResourceType",
     "Consumer",
     "ConsumerGroupDescription",
+    "ConsumerGroupMetadata",
     "ConsumerGroupListing",
     "ConsumerStateError",
     "CorruptPartitionDataError",
@@ -120,7 +126,11 @@ __all__ = [
     "TopicDeletedError",
     "TopicDescription",
     "TopicPartition",
+    "TransactionAbortedError",
+    "TransactionState",
+    "TransactionStateError",
     "UnsupportedVersionError",
     "__version__",
+    "process_exactly_once",
     *(n for n in _error_code_names if n.endswith("Error") and n not in _OWN_ERRORS),
 ]

@@ -16,6 +16,10 @@ by error code are subclasses generated from Kafka's error table (see
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+_E = TypeVar("_E", bound=BaseException)
+
 
 class KafkaError(Exception):
     """Base class of every error raised by aiostream_kafka.
@@ -104,7 +108,7 @@ class BrokerUnavailableError(KafkaError):
     """The test harness could not provide a Kafka broker (missing Java/Maven, failed start)."""
 
 
-def reraisable(exc: BaseException) -> BaseException:
+def reraisable(exc: _E) -> _E:
     """Return ``exc`` ready to be raised again with the traceback it had when first
     stored, for errors kept and raised to every later caller (a consumer's fatal error, a
     failed member's error). Without this, each ``raise`` of the same object prepends the

@@ -64,4 +64,29 @@ class RecordMetadata(NamedTuple):
     timestamp_ms: int
 
 
-__all__ = ["Header", "Record", "RecordMetadata", "TimestampType", "TopicPartition"]
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """Who a consumer is in its group, for
+    :meth:`~aiostream_kafka.Producer.send_offsets_to_transaction` (KIP-447).
+
+    The group coordinator accepts the transaction's offsets only from the group's current
+    generation and member: a consumer that lost its partitions in a rebalance cannot
+    commit them through a transaction (its producer gets ``CommitFailedError``, an
+    abortable error), so no other instance's progress is overwritten. Take it from
+    :meth:`~aiostream_kafka.Consumer.group_metadata` just before sending the offsets.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+__all__ = [
+    "ConsumerGroupMetadata",
+    "Header",
+    "Record",
+    "RecordMetadata",
+    "TimestampType",
+    "TopicPartition",
+]

@@ -50,6 +50,11 @@ LOADED_BY_CLIENT_CODE = frozenset(
         "offset_fetch",
         "consumer_protocol_assignment",
         "consumer_protocol_subscription",
+        # producer/transactions.py
+        "add_offsets_to_txn",
+        "add_partitions_to_txn",
+        "end_txn",
+        "txn_offset_commit",
         # admin/client.py
         "create_partitions",
         "create_topics",

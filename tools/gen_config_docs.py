@@ -237,6 +237,22 @@ PRODUCER_OPTIONS: dict[str, tuple[str, str]] = {
         " (`TypeError` otherwise). See `aiostream_kafka.serde`.",
     ),
     "value_serializer": ("", "As `key_serializer`, for values."),
+    "transactional_id": (
+        "",
+        "Makes the producer transactional (implies idempotence; `ConfigError` with"
+        " `enable_idempotence=False`): records are sent inside transactions"
+        " (`producer.transaction()`), committed or aborted as a whole, and a consumer"
+        " group's offsets can be committed with them. The id names one logical producer"
+        " across restarts: a new instance's `init_transactions()` fences the old one and"
+        " aborts its open transaction. See [Exactly-once](exactly-once.md).",
+    ),
+    "transaction_timeout_ms": (
+        "ms",
+        "How long the transaction coordinator lets a transaction stay open before it aborts"
+        " it (and bumps the producer's epoch). Must not exceed the broker's"
+        " `transaction.max.timeout.ms` (15 min by default): `init_transactions()` raises"
+        " `InvalidTransactionTimeoutError` then.",
+    ),
 }
 # ProducerConfig.request_timeout_ms is filled from the common option of the same name.
 PRODUCER_FROM_CLIENT = {"request_timeout_ms"}

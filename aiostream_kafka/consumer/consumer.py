@@ -33,7 +33,7 @@ from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, retrieve, shiel
 from aiostream_kafka.config import ClientConfig, split_client_options
 from aiostream_kafka.errors import ConfigError, KafkaError
 from aiostream_kafka.serde import Deserializer
-from aiostream_kafka.structs import Record, TopicPartition
+from aiostream_kafka.structs import ConsumerGroupMetadata, Record, TopicPartition
 
 from .config import ConsumerConfig
 from .engine import FetchEngine
@@ -370,6 +370,26 @@ class Consumer:
         if self._group is None:
             raise ConsumerStateError(f"{what} needs a started consumer (async with)")
         return self._group
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's identity in its group, for
+        :meth:`Producer.send_offsets_to_transaction` (KIP-447): the group id, the current
+        generation and member id (from the last JoinGroup; -1 and ``""`` before the first
+        assignment) and ``group_instance_id``. Take it right before sending the offsets:
+        the coordinator refuses a stale generation, which is what keeps a member that lost
+        its partitions from committing them.
+
+        Raises:
+            ConfigError: the consumer has no ``group_id``.
+            ConsumerStateError: the consumer is not started.
+        """
+        coordinator = self._require_group("group_metadata()").coordinator
+        return ConsumerGroupMetadata(
+            group_id=coordinator.config.group_id,
+            generation_id=coordinator.generation,
+            member_id=coordinator.member_id,
+            group_instance_id=coordinator.config.group_instance_id,
+        )
 
     @property
     def group(self) -> ConsumerGroup | None:

@@ -10,7 +10,17 @@ from aiostream_kafka.producer.batch import (
 )
 from aiostream_kafka.producer.config import ProducerConfig
 from aiostream_kafka.producer.partitioner import murmur2, partition_for_key
-from aiostream_kafka.producer.producer import Producer, ProducerClosedError, ProducerRecord
+from aiostream_kafka.producer.producer import (
+    Producer,
+    ProducerClosedError,
+    ProducerRecord,
+    TransactionScope,
+)
+from aiostream_kafka.producer.transactions import (
+    TransactionAbortedError,
+    TransactionState,
+    TransactionStateError,
+)
 
 __all__ = [
     "BatchDeliveryError",
@@ -21,6 +31,10 @@ __all__ = [
     "ProducerClosedError",
     "ProducerConfig",
     "ProducerRecord",
+    "TransactionAbortedError",
+    "TransactionScope",
+    "TransactionState",
+    "TransactionStateError",
     "murmur2",
     "partition_for_key",
 ]

@@ -257,9 +257,12 @@ class ProducerBatch:
         base_sequence: int,
         compression: CompressionType,
         compression_level: int | None,
+        is_transactional: bool = False,
     ) -> bytes:
         """The batch's bytes stamped with ``producer_id``/``producer_epoch``/``base_sequence``
-        (compressed once; later calls only re-stamp the header and CRC)."""
+        (compressed once; later calls only re-stamp the header and CRC). A transactional
+        producer's batches carry the transactional attribute: consumers reading
+        ``read_committed`` hold them back until the transaction's marker."""
         payload = self.payload
         if payload is None:
             self.flush_pending()
@@ -269,6 +272,7 @@ class ProducerBatch:
                 base_sequence=base_sequence,
                 compression=compression,
                 compression_level=compression_level,
+                is_transactional=is_transactional,
             )
         elif (producer_id, producer_epoch, base_sequence) != (
             self.producer_id,

@@ -46,7 +46,9 @@ class ProducerConfig:
     ``acks``: ``"all"`` (or -1), 1 or 0. ``compression_type``: None, ``"gzip"``,
     ``"snappy"``, ``"lz4"`` or ``"zstd"``. ``enable_idempotence``: None (the default)
     means on unless ``acks`` is not ``"all"`` or more than 5 requests may be in flight, as
-    in Kafka 3.2+; True with such settings is a :class:`ConfigError`.
+    in Kafka 3.2+; True with such settings is a :class:`ConfigError`. A
+    ``transactional_id`` makes the producer transactional, which implies idempotence (so
+    the same conflicts are errors, as is ``enable_idempotence=False``).
     """
 
     acks: int | str = "all"
@@ -63,6 +65,8 @@ class ProducerConfig:
     request_timeout_ms: int = 30_000
     key_serializer: Serializer | None = None
     value_serializer: Serializer | None = None
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000
 
     # Resolved by __post_init__ (not options).
     required_acks: int = field(init=False, default=-1)
@@ -118,6 +122,24 @@ class ProducerConfig:
             raise ConfigError(
                 f"enable_idempotence must be True, False or None, got {self.enable_idempotence!r}"
             )
+        if self.transactional_id is not None:
+            if not isinstance(self.transactional_id, str) or not self.transactional_id:
+                raise ConfigError(
+                    f"transactional_id must be a non-empty str or None, got "
+                    f"{self.transactional_id!r}"
+                )
+            if self.enable_idempotence is False:
+                raise ConfigError(
+                    "transactional_id needs idempotence: drop enable_idempotence=False"
+                )
+            if conflicts:
+                raise ConfigError(
+                    "transactional_id (which implies idempotence) conflicts with "
+                    + " and ".join(conflicts)
+                )
+        # Brokers refuse more than transaction.max.timeout.ms (15 min by default); they
+        # answer INVALID_TRANSACTION_TIMEOUT, raised by init_transactions().
+        _int("transaction_timeout_ms", self.transaction_timeout_ms, 1)
         if self.enable_idempotence is None:
             self.idempotent = not conflicts
         elif self.enable_idempotence:

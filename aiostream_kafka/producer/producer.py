@@ -12,16 +12,23 @@ import collections
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
 from aiostream_kafka.concurrency import retrieve, shielded, stop_tasks
 from aiostream_kafka.config import ClientConfig, split_client_options
-from aiostream_kafka.errors import ClientClosedError, ConfigError, KafkaError, KafkaTimeoutError
+from aiostream_kafka.errors import (
+    ClientClosedError,
+    ConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    reraisable,
+)
 from aiostream_kafka.producer.accumulator import (
     PLAIN_OVERHEAD,
     Accumulator,
@@ -35,13 +42,18 @@ from aiostream_kafka.producer.config import ProducerConfig
 from aiostream_kafka.producer.idempotence import IdempotenceState
 from aiostream_kafka.producer.partitioner import StickyPartitioner, partition_for_key
 from aiostream_kafka.producer.sender import Sender, broker_error
+from aiostream_kafka.producer.transactions import (
+    TransactionManager,
+    TransactionState,
+    TransactionStateError,
+)
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.serde import serialize
-from aiostream_kafka.structs import RecordMetadata, TopicPartition
+from aiostream_kafka.structs import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Producer", "ProducerClosedError", "ProducerRecord"]
+__all__ = ["Producer", "ProducerClosedError", "ProducerRecord", "TransactionScope"]
 
 _BYTES = (bytes, bytearray, memoryview)
 # The C future constructor: cheaper per record than loop.create_future(), a Python method.
@@ -217,6 +229,13 @@ class Producer:
     Leaving ``async with`` delivers everything buffered, then closes; :meth:`close` with a
     timeout fails what is left after it.
 
+    With ``transactional_id`` (and ``transaction_timeout_ms``, default 60000) the producer
+    is transactional: :meth:`start` also runs :meth:`init_transactions`, records may be
+    sent only inside a transaction (:meth:`transaction`, or :meth:`begin_transaction` and
+    :meth:`commit_transaction` / :meth:`abort_transaction`), and
+    :meth:`send_offsets_to_transaction` commits a consumer group's progress with them.
+    See :mod:`aiostream_kafka.producer.transactions` for the protocol and the errors.
+
     Raises:
         ConfigError: an unknown or invalid option, before any network I/O.
     """
@@ -253,22 +272,41 @@ class Producer:
         self._partitioner = StickyPartitioner()
         self._sticky: dict[str, Any] = {}  # topic -> the batch keyless records stick to
         self._idempotence = IdempotenceState() if config.idempotent else None
+        self._txn: TransactionManager | None = None
+        if config.transactional_id is not None:
+            assert self._idempotence is not None  # the config made sure of it
+            self._txn = TransactionManager(
+                config.transactional_id,
+                config,
+                self._cluster,
+                self._idempotence,
+                on_fatal=self._transaction_failed,
+                on_change=self._update_open,
+            )
         self._accumulator: Accumulator | None = None
         self._sender: Sender | None = None
         self._sender_task: asyncio.Task[None] | None = None
         self._state = "new"  # new -> running (-> failed) -> closing -> closed
+        # Whether records may be appended now (running, and inside a transaction when
+        # transactional): the hot path of enqueue() checks only this.
+        self._open = False
         self._failure: BaseException | None = None
+        self._failure_is_fatal = False  # _failure is a fatal transaction error
         self._close_task: asyncio.Future[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Fetch the cluster metadata and start the sender task.
+        """Fetch the cluster metadata and start the sender task; a transactional producer
+        then runs :meth:`init_transactions`.
 
         Raises:
             KafkaTimeoutError: no bootstrap address answered within
-                ``default_api_timeout_ms``.
+                ``default_api_timeout_ms`` (or, transactional, the coordinator did not
+                answer within ``max_block_ms``).
             ProducerClosedError: the producer was closed.
+            ProducerFencedError, TransactionalIdAuthorizationFailedError, ...: what
+                :meth:`init_transactions` raises.
         """
         if self._state != "new":
             if self._state == "running":
@@ -279,13 +317,36 @@ class Producer:
         self._accumulator = Accumulator(
             self.config.batch_size, self.config.delivery_timeout_ms, self._pool, loop
         )
-        self._sender = Sender(self._cluster, self._accumulator, self.config, self._idempotence)
+        self._sender = Sender(
+            self._cluster, self._accumulator, self.config, self._idempotence, self._txn
+        )
         self._sender.on_topics_expired = self._forget_topics
         self._sender_task = asyncio.create_task(
             self._sender.run(), name="aiostream-kafka producer sender"
         )
         self._sender_task.add_done_callback(self._sender_done)
         self._state = "running"
+        self._update_open()
+        if self._txn is not None:
+            self._txn.acc = self._accumulator
+            await self._txn.init_transactions()
+
+    def _update_open(self) -> None:
+        txn = self._txn
+        self._open = self._state == "running" and (
+            txn is None or txn.state is TransactionState.IN_TRANSACTION
+        )
+
+    def _transaction_failed(self, error: KafkaError) -> None:
+        """A fatal transaction error (fenced...): the producer stops, and every record it
+        holds fails with ``error``."""
+        self._failure = error
+        self._failure_is_fatal = True
+        if self._state == "running":
+            self._state = "failed"
+        self._update_open()
+        if self._accumulator is not None and self._sender is not None:
+            self._sender.fail_batches(self._accumulator.incomplete, error)
 
     def _forget_topics(self, topics: set[str]) -> None:
         for topic in topics:
@@ -301,6 +362,7 @@ class Producer:
             log.error("the producer's sender task died", exc_info=error)
             self._failure = error
             self._state = "failed"  # takes no more records; close() still cleans up
+            self._update_open()
             failure = KafkaError(f"the producer's sender task died: {error!r}")
             if self._accumulator is not None and self._sender is not None:
                 self._sender.fail_batches(self._accumulator.incomplete, failure)
@@ -341,11 +403,28 @@ class Producer:
     async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
         started = self._state == "running"
         self._state = "closing"
+        self._update_open()
         if self._sender is not None:
             self._sender.closing = True  # every batch is ready now: no lingering
             if self._accumulator is not None:
                 self._accumulator.wakeup.set()
         try:
+            txn = self._txn
+            if (
+                started
+                and txn is not None
+                and txn.in_transaction
+                and txn.state is not TransactionState.COMMITTING
+            ):
+                # As the Java client: an open transaction is aborted, its records not
+                # sent yet fail with TransactionAbortedError.
+                log.warning("closing the producer of transactional id %r with a "
+                            "transaction open: aborting it", txn.transactional_id)  # fmt: skip
+                try:
+                    async with asyncio.timeout(timeout):
+                        await txn.abort()
+                except (KafkaError, TimeoutError) as exc:
+                    log.warning("aborting the open transaction on close failed: %r", exc)
             if started:
                 try:
                     async with asyncio.timeout(timeout):
@@ -365,6 +444,8 @@ class Producer:
                     ),
                 )
             try:
+                if self._txn is not None:
+                    await self._txn.stop()
                 if sender is not None:
                     await sender.stop()
                 await stop_tasks([self._sender_task])
@@ -379,9 +460,28 @@ class Producer:
 
     @property
     def error(self) -> BaseException | None:
-        """The error that stopped the producer (its sender task died), or None. A stopped
-        producer takes no more records; a health probe should report it."""
+        """The error that stopped the producer (its sender task died, or a fatal
+        transaction error such as ``ProducerFencedError``), or None. A stopped producer
+        takes no more records; a health probe should report it."""
         return self._failure
+
+    @property
+    def transactional_id(self) -> str | None:
+        """The ``transactional_id`` (None: not a transactional producer)."""
+        return self.config.transactional_id
+
+    @property
+    def transaction_state(self) -> TransactionState | None:
+        """Where the transactional producer is (:class:`TransactionState`), None when it
+        is not transactional."""
+        return None if self._txn is None else self._txn.state
+
+    @property
+    def transaction_error(self) -> KafkaError | None:
+        """The error that made the transaction abortable (a ``TransactionAbortableError``
+        whose ``__cause__`` is the original error) or the producer fail for good (the fatal
+        error itself); None otherwise."""
+        return None if self._txn is None else self._txn.error
 
     @property
     def cluster(self) -> Cluster:
@@ -400,7 +500,18 @@ class Producer:
         idem = self._idempotence
         return (-1, -1) if idem is None else (idem.producer_id, idem.producer_epoch)
 
+    def _refusal(self) -> Exception | None:
+        """Why records may not be appended now (None: they may): the producer is not
+        running, or, transactional, no transaction is open (or it is ending)."""
+        if self._state != "running":
+            return self._not_running()
+        if self._txn is not None:
+            return self._txn.send_refusal()
+        return None
+
     def _not_running(self) -> Exception:
+        if self._failure_is_fatal and isinstance(self._failure, KafkaError):
+            return reraisable(self._failure)
         if self._failure is not None:
             return KafkaError(f"the producer failed: {self._failure!r}")
         if self._state == "new":
@@ -452,6 +563,10 @@ class Producer:
         )
         return await future
 
+    async def enqueue_record(self, record: ProducerRecord) -> asyncio.Future[RecordMetadata]:
+        """:meth:`enqueue` for a :class:`ProducerRecord`."""
+        return await self._enqueue_record(record)
+
     async def enqueue(
         self,
         topic: str,
@@ -481,7 +596,7 @@ class Producer:
             and partition is None
             and timestamp_ms is None
             and self._fast
-            and self._state == "running"
+            and self._open
         ):
             batch = self._sticky.get(topic)
             if batch is not None and not batch.closed:
@@ -496,6 +611,10 @@ class Producer:
         acc = self._accumulator
         if self._state != "running" or acc is None:
             raise self._not_running()
+        if self._txn is not None:
+            refusal = self._txn.send_refusal()
+            if refusal is not None:
+                raise refusal
         # Checks cheapest first, and a keyless record joins its topic's sticky batch
         # without looking at the metadata.
         serializer = self._value_serializer
@@ -695,6 +814,9 @@ class Producer:
         acc = self._accumulator
         if self._state != "running" or acc is None:
             raise self._not_running()
+        refusal = self._refusal()
+        if refusal is not None:
+            raise refusal
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"topic must be a non-empty str, got {topic!r}")
         if partition is not None and (
@@ -907,9 +1029,10 @@ class Producer:
         if not acc.pool.try_reserve(reserved):
             acc.wakeup.set()  # waiters make every batch sendable: let the sender run
             await acc.pool.reserve(reserved, self._max_block_s)
-            if self._state != "running":
+            refusal = self._refusal()  # closed, or the transaction ended meanwhile
+            if refusal is not None:
                 acc.pool.release(reserved)
-                raise self._not_running()
+                raise refusal
         return acc.open_reserved(tp, reserved, run.fits)
 
     async def _append_run(
@@ -928,8 +1051,9 @@ class Producer:
             completion.batches += 1
             if not completion.batches % _YIELD_EVERY:
                 await asyncio.sleep(0)  # new batches: let the sender and the readers run
-            if self._state != "running":
-                raise self._not_running()
+                refusal = self._refusal()
+                if refusal is not None:
+                    raise refusal
 
     async def _append_sticky(
         self, acc: Accumulator, meta: TopicMetadata, run: _Run, completion: BatchCompletion
@@ -969,8 +1093,9 @@ class Producer:
             completion.batches += 1
             if not completion.batches % _YIELD_EVERY:
                 await asyncio.sleep(0)  # new batches: let the sender and the readers run
-            if self._state != "running":
-                raise self._not_running()
+                refusal = self._refusal()
+                if refusal is not None:
+                    raise refusal
 
     async def _wait_for_topic(self, topic: str, partition: int | None) -> TopicMetadata:
         """Wait up to ``max_block_ms`` for ``topic`` (and ``partition``) in the metadata."""
@@ -1027,6 +1152,135 @@ class Producer:
         if meta is None or meta.error_code or not meta.partitions:
             meta = await self._wait_for_topic(topic, None)
         return sorted(meta.partitions)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def _transactions(self, what: str) -> TransactionManager:
+        if self._txn is None:
+            raise TransactionStateError(
+                f"{what} needs a transactional producer: create it with transactional_id=..."
+            )
+        if self._state != "running" and not (
+            self._state == "new" and what == "init_transactions()"
+        ):
+            raise self._not_running()
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Register the ``transactional_id`` with its transaction coordinator: get a
+        producer id and epoch, fencing any older producer with the same id and aborting
+        the transaction it left open. :meth:`start` (``async with``) already calls it;
+        calling it again once it succeeded does nothing. On a producer not started yet it
+        starts it.
+
+        Returns None once the producer may begin transactions.
+
+        Raises:
+            KafkaTimeoutError: the coordinator did not answer within ``max_block_ms``
+                (retriable: call it again).
+            ProducerFencedError: fatal, the producer is unusable (so are
+                ``TransactionalIdAuthorizationFailedError`` and
+                ``InvalidTransactionTimeoutError``: ``transaction_timeout_ms`` above the
+                broker's ``transaction.max.timeout.ms``).
+            TransactionStateError: not a transactional producer, or a transaction is open.
+            ProducerClosedError: the producer is closed.
+        """
+        txn = self._transactions("init_transactions()")
+        if self._state == "new":
+            await self.start()  # which initializes
+            return
+        await txn.init_transactions()
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent from now on belong to it until
+        :meth:`commit_transaction` or :meth:`abort_transaction`. Sends no request.
+
+        Raises:
+            TransactionStateError: not transactional, not initialized, or a transaction is
+                already open.
+            TransactionAbortableError: the last transaction failed and was not aborted.
+            ProducerFencedError (or another fatal error): the producer is unusable.
+            ProducerClosedError: the producer is closed.
+        """
+        self._transactions("begin_transaction()").begin_transaction()
+
+    async def commit_transaction(self) -> None:
+        """Commit the open transaction: send and wait for every record of it, then make
+        the coordinator commit (EndTxn). Returns None once committed: consumers reading
+        ``read_committed`` see its records, and the offsets it carries are the group's.
+
+        Raises:
+            TransactionAbortableError: a record of the transaction failed (its error is the
+                ``__cause__``), or the coordinator refused the commit in a way that
+                leaves the producer usable (the transaction timed out, an offset commit
+                was refused...): call :meth:`abort_transaction`.
+            KafkaTimeoutError: not done within ``max_block_ms``; the transaction stays
+                ``COMMITTING``: call it again to finish.
+            ProducerFencedError: fatal (so are ``InvalidProducerEpochError`` from the
+                coordinator and ``TransactionalIdAuthorizationFailedError``); every record
+                not yet acknowledged failed with it and the producer is unusable.
+            TransactionStateError: no transaction is open.
+            ProducerClosedError: the producer is closed.
+        """
+        await self._transactions("commit_transaction()").commit(self._flush)
+
+    async def abort_transaction(self) -> None:
+        """Abort the open (or failed) transaction: records not sent yet fail with
+        :class:`~aiostream_kafka.producer.transactions.TransactionAbortedError`, those in
+        flight are waited for, then the coordinator aborts (EndTxn): consumers reading
+        ``read_committed`` never see its records, and its offsets are dropped. Returns
+        None once the producer may begin the next transaction.
+
+        Raises:
+            KafkaTimeoutError: not done within ``max_block_ms`` (call it again).
+            ProducerFencedError (or another fatal error): the producer is unusable.
+            TransactionStateError: no transaction is open.
+            ProducerClosedError: the producer is closed.
+        """
+        await self._transactions("abort_transaction()").abort()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Make ``offsets`` (of each partition, the *next* offset to consume, as
+        ``Consumer.commit`` takes them) the consumer group's committed offsets if, and
+        only if, the open transaction commits: consume-transform-produce exactly once.
+        ``group_metadata`` is the consuming consumer's :meth:`Consumer.group_metadata`
+        (a bare group id skips the KIP-447 generation check). Returns None once the group
+        coordinator holds them as pending.
+
+        Raises:
+            TransactionAbortableError: the group coordinator refused them (its cause is a
+                ``CommitFailedError`` when a rebalance moved the group on, so the
+                partitions may belong to another member now; ``FencedInstanceIdError``,
+                ``GroupAuthorizationFailedError``): abort the transaction.
+            KafkaTimeoutError: not done within ``max_block_ms``.
+            ProducerFencedError (or another fatal error): the producer is unusable.
+            TransactionStateError: no transaction is open.
+            TypeError: a negative or non-int offset.
+        """
+        txn = self._transactions("send_offsets_to_transaction()")
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        await txn.send_offsets(offsets, group_metadata)
+
+    def transaction(self) -> TransactionScope:
+        """``async with producer.transaction():`` -- begin a transaction; commit it when
+        the block ends normally, abort it when the block raises, then re-raise the
+        block's exception. A commit that fails with ``TransactionAbortableError`` is
+        aborted and that error raised. The abort runs to its end even when the task is
+        being cancelled (then the cancellation goes on). If the abort itself fails with a
+        fatal error (``ProducerFencedError``: another instance took the transactional id)
+        that error is raised instead, the original one as its ``__cause__``, since the
+        producer is unusable; any other failure of the abort is added to the original
+        error's notes.
+
+        Raises what :meth:`begin_transaction`, :meth:`commit_transaction` and
+        :meth:`abort_transaction` raise.
+        """
+        return TransactionScope(self)
 
     # -- flush and pipe ----------------------------------------------------------------------
 
@@ -1124,6 +1378,49 @@ def _check_items(items: list[Any], what: str) -> None:
                 serialize(None, item, what)
             except TypeError as exc:
                 raise TypeError(f"{what}s[{i}]: {exc}") from None
+
+
+class TransactionScope:
+    """The async context manager :meth:`Producer.transaction` returns."""
+
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    async def __aenter__(self) -> Producer:
+        self._producer.begin_transaction()
+        return self._producer
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            try:
+                await self._producer.commit_transaction()
+            except ec.TransactionAbortableError as commit_error:
+                await self._abort(commit_error)
+                raise
+            return
+        await self._abort(exc)  # then ``exc`` goes on
+
+    async def _abort(self, cause: BaseException) -> None:
+        """Abort after ``cause``. A fatal error of the abort (the producer was fenced) is
+        raised, ``cause`` as its ``__cause__``: it supersedes, the producer is unusable.
+        Any other failure of the abort is added to ``cause``'s notes."""
+        producer = self._producer
+        try:
+            await shielded(
+                producer.abort_transaction(), timeout=None, what="aborting a transaction"
+            )
+        except KafkaError as exc:
+            if exc is producer.transaction_error and producer.error is exc:
+                raise exc from cause
+            log.warning("aborting the transaction after %r failed: %r", cause, exc)
+            cause.add_note(f"aborting the transaction failed too: {type(exc).__name__}: {exc}")
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

@@ -41,7 +41,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
@@ -61,6 +61,9 @@ from aiostream_kafka.protocol.messages.init_producer_id import (
 from aiostream_kafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from aiostream_kafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from aiostream_kafka.structs import TopicPartition
+
+if TYPE_CHECKING:
+    from aiostream_kafka.producer.transactions import TransactionManager
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,9 @@ _UNKNOWN_PRODUCER_ID = 59
 _INVALID_PRODUCER_EPOCH = 47
 _PRODUCER_FENCED = 90
 _MESSAGE_TOO_LARGE = 10
+# Produce errors that end a transactional producer (KIP-1050 "fatal"): PRODUCER_FENCED,
+# TRANSACTIONAL_ID_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED.
+_FATAL_IN_TRANSACTION = frozenset({90, 53, 31})
 _MIN_WAIT_S = 0.0005
 _MAX_EPOCH = 32767
 # Compression jobs in worker threads at a time, per producer (they share the event loop's
@@ -110,11 +116,16 @@ class Sender:
         accumulator: Accumulator,
         config: ProducerConfig,
         idempotence: IdempotenceState | None,
+        transactions: TransactionManager | None = None,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator
         self.config = config
         self.idem = idempotence
+        # A transactional producer's state: its partitions are registered before their
+        # first Produce (protocol v1), and its epoch changes only through the transaction
+        # coordinator, never here.
+        self.txn = transactions
         self.linger_s = config.linger_ms / 1000
         self.max_in_flight = config.max_in_flight_requests_per_connection
         self.request_timeout_ms = config.request_timeout_ms
@@ -202,7 +213,15 @@ class Sender:
         if now >= self._prune_at:
             self._prune(now)
         idem = self.idem
-        if idem is not None and (not idem.has_producer_id or idem.bump_reason is not None):
+        txn = self.txn
+        if txn is not None:
+            if txn.fatal_error is not None:
+                self.acc.fail_all(txn.fatal_error)  # the producer stops: nothing more goes
+                return None
+            refusal = txn.unsent_refusal()
+            if refusal is not None:
+                self._fail_unsent(refusal)
+        elif idem is not None and (not idem.has_producer_id or idem.bump_reason is not None):
             if self.in_flight:
                 return None  # woken when a request finishes
             if idem.has_producer_id and idem.producer_epoch < _MAX_EPOCH:
@@ -241,6 +260,8 @@ class Sender:
             if leader < 0 or leader not in brokers:
                 unknown_leader = True
                 continue
+            if txn is not None and txn.needs_enrolment(tp):
+                continue  # woken when AddPartitionsToTxn is answered
             if head.retry_at > now:
                 wait = head.retry_at - now
                 delay = wait if delay is None or wait < delay else delay
@@ -267,6 +288,8 @@ class Sender:
                 nodes.append(tp)
         if unknown_leader:
             self._request_metadata()
+        if txn is not None:
+            txn.maybe_enrol(acc.wakeup)
         if compressing and offload_from is not None and self._codec_jobs < _MAX_CODEC_JOBS:
             self._compress_ahead(compressing, offload_from)
         for node, tps in ready.items():
@@ -392,6 +415,7 @@ class Sender:
                     idem.sequence_for(head),
                     config.compression,
                     config.compression_level,
+                    self.txn is not None,
                 )
                 idem.sent(head)
             else:
@@ -411,7 +435,7 @@ class Sender:
             parts.append(ProduceRequest.PartitionProduceData(index=tp.partition, records=payload))
         topics = self.cluster.snapshot.topics
         request = ProduceRequest(
-            transactional_id=None,
+            transactional_id=None if self.txn is None else self.txn.transactional_id,
             acks=config.required_acks,
             timeout_ms=self.request_timeout_ms,
             topic_data=[
@@ -442,7 +466,12 @@ class Sender:
                 for batch in batches.values():
                     self._succeed(batch, -1, -1)
                 return
-            response = await conn.request(request)
+            version = conn.version_for(ProduceRequest)
+            cap = None if self.txn is None else self.txn.produce_version_cap()
+            # Produce v12+ in a transaction means transaction protocol v2 (KIP-890).
+            response = await conn.request(
+                request, version=version if cap is None else min(version, cap)
+            )
         except (NetworkError, KafkaTimeoutError) as exc:
             log.info("produce request to broker %d failed (%s); retrying its batches", node, exc)
             for batch in batches.values():
@@ -536,6 +565,25 @@ class Sender:
             )  # fmt: skip
             self.acc.requeue_split(batch, parts)
             return
+        txn = self.txn
+        if txn is not None:
+            if code in _FATAL_IN_TRANSACTION:
+                # The producer was fenced (or may not use its transactional id): it stops,
+                # failing every record it holds with this error.
+                txn.fatal(error)
+                self._fail(batch, error)
+                return
+            if code in (_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID, _INVALID_PRODUCER_EPOCH):
+                if code == _OUT_OF_ORDER_SEQUENCE and self._earlier_pending(batch):
+                    self._retry(batch, error)
+                    return
+                # A transactional producer cannot bump its epoch alone: the transaction
+                # fails (abortable), and aborting it bumps the epoch (KIP-360; v2's EndTxn
+                # always does). INVALID_PRODUCER_EPOCH from a partition leader is abortable
+                # too (KIP-588): the coordinator tells at EndTxn whether we were fenced.
+                txn.bump_on_abort()
+                self._fail(batch, error)
+                return
         if idem is not None and code in (_OUT_OF_ORDER_SEQUENCE, _UNKNOWN_PRODUCER_ID):
             # A gap while an earlier batch of the partition is still in flight or waiting
             # for its retry is that batch's doing: retry after it. A gap nothing of ours
@@ -626,10 +674,26 @@ class Sender:
             and batch.producer_epoch == idem.producer_epoch
         ):
             # Its sequence may or may not have been used up at the broker; either way the
-            # batches after it cannot follow on: restart the sequences (KIP-360).
-            idem.request_bump(f"a sequenced batch of {batch.tp} failed: {error}")
+            # batches after it cannot follow on: restart the sequences (KIP-360). A
+            # transactional producer does it when the transaction is aborted.
+            if self.txn is not None:
+                self.txn.bump_on_abort()
+            else:
+                idem.request_bump(f"a sequenced batch of {batch.tp} failed: {error}")
         batch.fail(error)
         self.acc.finish(batch)
+        if self.txn is not None:
+            self.txn.record_failed(error)
+
+    def _fail_unsent(self, error: KafkaError) -> None:
+        """Fail every queued batch never sent (the transaction is being aborted, or must
+        be). Batches already sent and waiting for a retry keep going: their sequences are
+        in the broker's books, and the transaction ends only once they are answered."""
+        for dq in self.acc.batches.values():
+            while dq and dq[-1].base_sequence == NO_SEQUENCE:
+                batch = dq.pop()
+                batch.closed = True
+                self._fail(batch, error)
 
     def _prune(self, now: float) -> None:
         """Forget the state of topics not sent to for ``metadata_max_idle_ms``: their

@@ -122,25 +122,35 @@ class ApiVersionTable:
     Built from the broker's ranges (usually :func:`broker_version_ranges` of its
     ApiVersions response); :meth:`version_for` answers, for each API, the version to
     send or raises :class:`UnsupportedVersionError` that says why there is none.
+    ``finalized_features`` holds the cluster-wide finalized feature levels the broker
+    reported (ApiVersions v3+, e.g. ``{"transaction.version": 2}``; empty before).
     """
 
-    __slots__ = ("_broker", "_client", "_versions")
+    __slots__ = ("_broker", "_client", "_versions", "finalized_features")
 
     def __init__(
         self,
         broker: Mapping[int, VersionRange],
         client: Mapping[int, VersionRange] | None = None,
+        finalized_features: Mapping[str, int] | None = None,
     ) -> None:
         self._broker = dict(broker)
         self._client = dict(client if client is not None else client_version_ranges())
         self._versions = negotiate_versions(self._broker, self._client)
+        self.finalized_features: dict[str, int] = dict(finalized_features or {})
 
     @classmethod
     def from_response(
         cls, response: ApiVersionsResponse, client: Mapping[int, VersionRange] | None = None
     ) -> ApiVersionTable:
         """Build the table from a broker's ApiVersions response."""
-        return cls(broker_version_ranges(response), client)
+        # The finalized features are valid only with a non-negative epoch (KIP-584).
+        features = (
+            {f.name: f.max_version_level for f in response.finalized_features}
+            if response.finalized_features_epoch >= 0
+            else {}
+        )
+        return cls(broker_version_ranges(response), client, features)
 
     def version_for(self, api_key: int) -> int:
         """Return the version to use for ``api_key``; raise UnsupportedVersionError if none."""

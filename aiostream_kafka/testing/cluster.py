@@ -128,6 +128,10 @@ class KafkaCluster:
     3.3 run in ZooKeeper mode (a ZooKeeper JVM is started too); ``zookeeper=True`` asks for
     it on any 2.x/3.x version, e.g. to keep a legacy ``message.format.version``. Not
     combinable with ``proxied``, ``tls`` or ``sasl`` in ZooKeeper mode.
+
+    With ``features={"transaction.version": 1}`` (local KRaft brokers only) the storage is
+    formatted with those feature levels (``kafka-storage format --feature``) instead of
+    the release's defaults, e.g. to test the transaction protocol v1 on Kafka 4.
     """
 
     def __init__(
@@ -144,12 +148,14 @@ class KafkaCluster:
         racks: list[str] | None = None,
         version: str | None = None,
         zookeeper: bool | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
         if racks is not None and len(racks) != brokers:
             raise ValueError(f"racks must name one rack per broker ({brokers}), got {racks!r}")
         self.racks = list(racks) if racks is not None else None
+        self.features: dict[str, int] = dict(features or {})
         from aiostream_kafka.testing.jars import KAFKA_VERSION
 
         self.version = version or KAFKA_VERSION
@@ -189,6 +195,11 @@ class KafkaCluster:
             raise ValueError(
                 f"version={self.version!r}/zookeeper={zookeeper!r} needs brokers run from "
                 f"local jars (source 'local'), not {self.source!r}; pass source='local'"
+            )
+        if self.features and self.source != "local":
+            raise ValueError(
+                f"features needs brokers run from local jars (source 'local'), not "
+                f"{self.source!r}: they are set when the harness formats the storage"
             )
         self._backend: _Backend | None = None
         self.startup_seconds: float | None = None
@@ -372,6 +383,7 @@ class KafkaCluster:
                 racks=self.racks,
                 version=self.version,
                 zookeeper=self.zookeeper,
+                features=self.features,
             )
         else:
             raise ValueError(f"unknown source {self.source!r}")

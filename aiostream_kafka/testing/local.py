@@ -261,6 +261,7 @@ class LocalKafkaCluster:
         racks: list[str] | None = None,
         version: str = KAFKA_VERSION,
         zookeeper: bool | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -274,6 +275,9 @@ class LocalKafkaCluster:
             raise ValueError(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
         if not zookeeper and release < (2, 8):
             raise ValueError(f"Kafka {version} has no KRaft mode (it came in 2.8)")
+        if zookeeper and features:
+            raise ValueError("features need KRaft mode (they are set when formatting)")
+        self.features = dict(features or {})
         if zookeeper and (proxied or tls or sasl):
             raise ValueError(
                 "proxied, tls and sasl are not supported in ZooKeeper mode (older brokers)"
@@ -616,6 +620,13 @@ class LocalKafkaCluster:
             self._zk_log.close()  # type: ignore[attr-defined]
             self._zk_log = None
 
+    def _feature_arguments(self) -> list[str]:
+        """``--feature name=level`` for each requested feature level (KIP-1022)."""
+        args: list[str] = []
+        for name, level in self.features.items():
+            args += ["--feature", f"{name}={level}"]
+        return args
+
     async def _format(self) -> None:
         cluster_id = new_cluster_id()
 
@@ -629,6 +640,7 @@ class LocalKafkaCluster:
                 str(node.properties_file),
                 "--ignore-formatted",
                 *(scram_format_arguments() if self.sasl else ()),
+                *self._feature_arguments(),
                 heap="256m",
             )
             proc = await asyncio.create_subprocess_exec(
