@@ -264,3 +264,30 @@ async def test_killing_the_leader_mid_stream_loses_nothing_acknowledged(
     _assert_exactly_once_in_order(records, count)
     stored = {int(r.value) for r in records}  # type: ignore[arg-type]
     assert set(acknowledged) <= stored
+
+
+async def test_order_is_kept_on_a_partition_the_leader_is_still_loading(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """Producing right after CreateTopics: the leader may refuse the first batch
+    (NOT_LEADER_OR_FOLLOWER while it loads the new partition) and accept the second one,
+    since a leader without state for a producer id takes any sequence as its first. The
+    first batch's retry would then be written after the second. Until a partition has
+    acknowledged a batch of the current producer epoch, one batch at a time goes to it.
+    (Before this rule, 5-15% of these rounds came back reordered.)"""
+    bs = kafka_cluster.bootstrap_servers
+    n, rounds = 500, 25
+    for round_ in range(rounds):
+        topic = await _topic(kafka_cluster, f"fresh-{round_}", 3)
+        async with Producer(bs, batch_size=2048) as producer:
+            if round_ % 2:
+                await producer.send_batch(
+                    topic, [b"v%d" % i for i in range(n)], [b"%d" % i for i in range(n)],
+                    partition=2,
+                )  # fmt: skip
+            else:
+                for i in range(n):
+                    await producer.enqueue(topic, b"v%d" % i, key=b"%d" % i, partition=2)
+        records = await read_all(bs, topic, 3)
+        keys = [r.key for r in records]
+        assert keys == [b"%d" % i for i in range(n)], f"round {round_}: reordered"

@@ -12,7 +12,10 @@ with that batch's original offset instead of writing it again. Hence:
   batch sent after one that failed is refused (``OUT_OF_ORDER_SEQUENCE_NUMBER``) and
   retried after it;
 * a retried batch is sent only once no batch with a lower sequence of its partition is in
-  flight (the Java client's rule), so retries go out in sequence order.
+  flight (the Java client's rule), so retries go out in sequence order;
+* a leader with no state for the producer id (its first batch to the partition) accepts
+  any sequence, so "refused and retried after" does not hold there: until a partition has
+  acknowledged a batch of the current epoch, only one of its batches is in flight.
 
 When the broker's and the producer's sequences can no longer be reconciled -- the broker
 reports a gap that no batch of ours still in flight or waiting for a retry can fill, or
@@ -82,11 +85,18 @@ class IdempotenceState:
         return state
 
     def can_send(self, batch: ProducerBatch) -> bool:
-        """Whether ``batch`` may be sent now: a new batch always; a retried one only when
-        no batch before it in its partition is still in flight."""
-        if batch.base_sequence == NO_SEQUENCE or batch.producer_epoch != self.producer_epoch:
-            return True
+        """Whether ``batch`` may be sent now.
+
+        A retried batch only when no batch before it in its partition is still in flight.
+        A new batch at once, except while its partition has no acknowledged batch of the
+        current epoch: a leader that has no state for this producer id (new, or not yet
+        loaded) takes any sequence as the first, so a second batch sent beside a first
+        that fails (``NOT_LEADER_OR_FOLLOWER`` from a partition still loading) would be
+        written before the first one's retry. Until the first acknowledgement, one batch
+        of the partition at a time."""
         state = self.partitions.get(batch.tp)
+        if batch.base_sequence == NO_SEQUENCE or batch.producer_epoch != self.producer_epoch:
+            return state is None or not state.in_flight or state.last_acked >= 0
         return state is None or not state.in_flight or state.in_flight[0] >= batch.base_sequence
 
     def sequence_for(self, batch: ProducerBatch) -> int:
