@@ -19,11 +19,12 @@ from benchmarks.scenarios import family
 
 CLIENT_LABELS = {
     "ours": "aiostream_kafka",
+    "ours_pure": "aiostream_kafka (pure)",
     "aiokafka": "aiokafka",
     "confluent": "confluent-kafka",
     "java": "Java",
 }
-COLORS = {"ours": "#d62728", "aiokafka": "#1f77b4", "confluent": "#2ca02c", "java": "#ff7f0e"}
+COLORS = {"ours": "#d62728", "ours_pure": "#9467bd", "aiokafka": "#1f77b4", "confluent": "#2ca02c", "java": "#ff7f0e"}
 
 
 # -- machine --------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -131,6 +132,10 @@ def log(message: str) -> None:
 
 
 async def run_worker(client: str, spec: dict[str, Any]) -> dict[str, Any]:
+    env = dict(os.environ)
+    env.pop("AIOSTREAM_KAFKA_PURE", None)
+    if client == "ours_pure":
+        env["AIOSTREAM_KAFKA_PURE"] = "1"  # the same source, its compiled modules off
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -138,6 +143,7 @@ async def run_worker(client: str, spec: dict[str, Any]) -> dict[str, Any]:
         client,
         json.dumps(spec),
         cwd=str(ROOT),
+        env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-CLIENTS = ["ours", "aiokafka", "confluent", "java"]
-PEERS = ["aiokafka", "confluent", "java"]
+# ``ours_pure``: the same client with its compiled modules off (``AIOSTREAM_KAFKA_PURE=1``
+# in the worker), to report the compiled build beside the pure one.
+CLIENTS = ["ours", "ours_pure", "aiokafka", "confluent", "java"]
+PEERS = ["ours_pure", "aiokafka", "confluent", "java"]
 
 # -- settings every client gets ----------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The benchmark suite's harness works: its smallest configuration (the ``smoke`` profile:
 one round, tiny counts, every scenario family but the codec micro-benchmarks, all four
-clients) runs against the session broker and writes the JSON, the Markdown with a ratio
+clients, and ours again as the pure build) runs against the session broker and writes the JSON, the Markdown with a ratio
 for each peer, and the plots. It checks the harness, not speed."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from aiostream_kafka import _native
 from aiostream_kafka.testing.cluster import KafkaCluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,13 +53,17 @@ def test_benchmark_suite_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> N
         assert case["configs"]["ours"], "every client's settings are recorded"
     assert sorted(by_family) == sorted(FAMILIES)
     measured = {c for case in data["cases"] for c in case["summary"]}
-    assert measured == {"ours", "aiokafka", "confluent", "java"}
+    assert measured == {"ours", "ours_pure", "aiokafka", "confluent", "java"}
+    # the pure client really ran without its compiled modules, ours as built
+    for case in data["cases"]:
+        assert case["configs"]["ours_pure"]["build"] == "pure Python", case["case"]
+        assert case["configs"]["ours"]["build"] != "pure Python" or not _native.compiled_modules()
     pause = by_family["pause"][0]["summary"]
     assert pause["ours"]["fetches_per_1k"]["median"] > 0  # counted by the proxy
     assert pause["aiokafka"]["fetched_per_delivered"]["median"] > 0
 
     markdown = (out / "results.md").read_text()
-    for peer in ("aiokafka", "confluent-kafka", "Java"):
+    for peer in ("aiostream_kafka (pure)", "aiokafka", "confluent-kafka", "Java"):
         column = f"ours / {peer}"
         assert column in markdown
         header = next(line for line in markdown.splitlines() if column in line)

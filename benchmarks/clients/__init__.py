@@ -9,6 +9,7 @@ from types import ModuleType
 
 MODULES = {
     "ours": "benchmarks.clients.ours",
+    "ours_pure": "benchmarks.clients.ours",  # run with AIOSTREAM_KAFKA_PURE=1
     "aiokafka": "benchmarks.clients.aiokafka_client",
     "confluent": "benchmarks.clients.confluent",
     "java": "benchmarks.clients.java",

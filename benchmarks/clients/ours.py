@@ -59,6 +59,11 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "pause": "pause 9 of 10 partitions, resume 1, take one record from stream()",
         "fastapi": "N tasks, each: await producer.send(...) once",
     }.get(scenario, "")
+    import aiostream_kafka.protocol.records  # noqa: F401 -- loads the record decoder too
+    from aiostream_kafka import _native
+
+    compiled = _native.compiled_modules()
+    out["build"] = f"compiled: {', '.join(compiled)}" if compiled else "pure Python"
     return out
 
 

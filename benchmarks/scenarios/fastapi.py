@@ -54,7 +54,7 @@ async def cases(ctx: Context) -> list[Case]:
             extract=_extract,
             topic=partial(ctx.create_topic, "fastapi", settings.PRODUCE_PARTITIONS),
             cleanup=ctx.delete_topic,
-            clients=["ours", "aiokafka", "confluent"],
+            clients=["ours", "ours_pure", "aiokafka", "confluent"],
         )
     ]
 

@@ -58,7 +58,7 @@ async def cases(ctx: Context) -> list[Case]:
             extract=_extract,
             topic=topic,
             cleanup=ctx.delete_topic,
-            clients=["ours", "aiokafka", "confluent"],
+            clients=["ours", "ours_pure", "aiokafka", "confluent"],
         ),
         Case(
             family=FAMILY,

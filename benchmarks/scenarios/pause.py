@@ -69,7 +69,7 @@ async def cases(ctx: Context) -> list[Case]:
             extract=_extract,
             shared_topic=topic,
             proxied=True,
-            clients=["ours", "aiokafka", "confluent"],
+            clients=["ours", "ours_pure", "aiokafka", "confluent"],
         )
     ]
 

@@ -68,7 +68,7 @@ async def cases(ctx: Context) -> list[Case]:
                         ctx.create_topic, f"produce-{size}-{codec}", settings.PRODUCE_PARTITIONS
                     ),
                     cleanup=ctx.delete_topic,
-                    clients=["ours", "aiokafka", "confluent"],
+                    clients=["ours", "ours_pure", "aiokafka", "confluent"],
                 )
             )
     return out
