@@ -24,7 +24,13 @@ CLIENT_LABELS = {
     "confluent": "confluent-kafka",
     "java": "Java",
 }
-COLORS = {"ours": "#d62728", "ours_pure": "#9467bd", "aiokafka": "#1f77b4", "confluent": "#2ca02c", "java": "#ff7f0e"}
+COLORS = {
+    "ours": "#d62728",
+    "ours_pure": "#9467bd",
+    "aiokafka": "#1f77b4",
+    "confluent": "#2ca02c",
+    "java": "#ff7f0e",
+}
 
 
 # -- machine --------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The benchmark suite's harness works: its smallest configuration (the ``smoke`` profile:
 one round, tiny counts, every scenario family but the codec micro-benchmarks, all four
-clients, and ours again as the pure build) runs against the session broker and writes the JSON, the Markdown with a ratio
-for each peer, and the plots. It checks the harness, not speed."""
+clients, and ours again as the pure build) runs against the session broker and writes the
+JSON, the Markdown with a ratio for each peer, and the plots. It checks the harness, not
+speed."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from producer_oracle import assert_exactly_once_in_order, read_all
 from aiostream_kafka.admin import Admin, NewTopic
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.config import ClientConfig
-from aiostream_kafka.errors import KafkaTimeoutError
 from aiostream_kafka.consumer import Consumer
+from aiostream_kafka.errors import KafkaTimeoutError
 from aiostream_kafka.producer import Producer, ProducerClosedError
 from aiostream_kafka.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,

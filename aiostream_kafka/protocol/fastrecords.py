@@ -148,3 +148,46 @@ def decode_records(
             f"batch at offset {base_offset} does not end after its {count} records"
         )
     return out
+
+
+def encode_values(
+    buf: bytearray,
+    values: list[bytes],
+    timestamps: list[int],
+    base_ts: int,
+    offset_delta: int,
+    zz: tuple[bytes, ...],
+    heads: tuple[bytes, ...],
+    deltas: tuple[bytes, ...],
+) -> int:
+    """Append keyless, headerless records to ``buf`` (what
+    ``RecordBatchBuilder.extend_values`` does on its fast path, whose checks the caller
+    made: every value under 8,000 bytes, every ``timestamps[i] - base_ts`` and offset
+    delta in ``0 .. len(zz) - 1``); return the offset delta after the last one.
+
+    ``zz`` holds the zig-zag varints of 0 .. 8191, ``heads`` the attributes byte with each
+    timestamp delta, ``deltas`` each offset delta with a null key: the tables of
+    ``records.py``, passed in rather than built twice. Compiled, the loop runs about 3x
+    the interpreter-tuned one, which the pure build keeps."""
+    parts: list[bytes] = []
+    od = offset_delta
+    n = len(values)
+    i = 0
+    while i < n:
+        value = values[i]
+        size = len(value)
+        head = heads[timestamps[i] - base_ts]
+        delta = deltas[od]
+        vlen = zz[size]
+        # length, attributes + timestamp delta, offset delta + key, value length, value,
+        # header count (0)
+        parts.append(zz[len(head) + len(delta) + len(vlen) + size + 1])
+        parts.append(head)
+        parts.append(delta)
+        parts.append(vlen)
+        parts.append(value)
+        parts.append(b"\x00")
+        od += 1
+        i += 1
+    buf += b"".join(parts)
+    return od

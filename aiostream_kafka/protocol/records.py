@@ -382,6 +382,11 @@ class RecordBatchBuilder:
             self._max_ts = high
         small = max(sizes) < 8000
         if small and low >= base and high - base < _ZZ_LIMIT and od + count <= _ZZ_LIMIT:
+            if _ENCODE is not None and type(values) is list and type(timestamps) is list:
+                self._count = _ENCODE(
+                    self._buf, values, timestamps, base, od, _ZZ, _ATTRS_TSD, _OD_NULL_KEY
+                )
+                return
             zz = _ZZ
             heads = _ATTRS_TSD
             deltas = _OD_NULL_KEY
@@ -1641,6 +1646,9 @@ _SLOW_WINDOW: Final = (0xFF,) * _WINDOW
 # The record decoder: the typed loop when the compiled build is in use (several times
 # faster compiled), else the interpreter-tuned one above (faster interpreted).
 _DECODE = _fastrecords.decode_records if _fastrecords.COMPILED else _decode_records
+# The bulk encoder of keyless, headerless records: the typed loop when compiled (about 3x),
+# else RecordBatchBuilder.extend_values' own interpreter-tuned loop.
+_ENCODE = _fastrecords.encode_values if _fastrecords.COMPILED else None
 
 
 __all__ = [

@@ -126,3 +126,33 @@ def test_compiled_build_loads_from_any_directory(tmp_path: Path) -> None:
     assert in_child == in_parent
     if os.environ.get("AIOSTREAM_KAFKA_EXPECT_COMPILED") == "1":
         assert in_child == set(_native.COMPILED_MODULES)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(max_size=300), min_size=1, max_size=40),
+    st.lists(st.integers(0, 9000), min_size=1, max_size=40),
+    st.integers(0, 8100),
+)
+def test_bulk_encoding_equals_the_interpreted_loop(
+    values: list[bytes], deltas: list[int], before: int
+) -> None:
+    """extend_values with lists takes the typed encoder when compiled; with tuples, the
+    interpreter-tuned loop: the same bytes, including past the tables' limits (timestamp
+    deltas over 8,191, offset deltas running past 8,192), where both fall back."""
+    base = 1_700_000_000_000
+    stamps = [base + deltas[i % len(deltas)] for i in range(len(values))]
+    built = []
+    for as_list in (True, False):
+        builder = RecordBatchBuilder(1 << 20)
+        for _ in range(before % 3):  # records already in the batch: offset deltas start later
+            builder.append(None, b"x", None, base)
+        builder._count += before  # as after that many records
+        if as_list:
+            builder.extend_values(list(values), list(stamps))
+        else:
+            builder.extend_values(tuple(values), tuple(stamps))
+        built.append((bytes(builder.records_buffer), builder._count))
+    assert built[0] == built[1]
+    if fastrecords.COMPILED:
+        assert records._ENCODE is fastrecords.encode_values
