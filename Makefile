@@ -76,7 +76,7 @@ demo: $(STAMP)
 dev-broker: $(STAMP)
 	$(VENV)/bin/aiostream-kafka dev-broker --brokers $(or $(BROKERS),1)
 
-bench: $(STAMP) broker-jars
+bench: $(STAMP) compile broker-jars
 	$(PY) -m benchmarks
 
 docs: $(STAMP)
