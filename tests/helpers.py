@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
+
+from aiostream_kafka import Admin, Consumer, OffsetSpec, Record, TopicPartition
 
 T = TypeVar("T")
 
@@ -48,3 +51,33 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"still {value!r} after {timeout_s}s")
         await asyncio.sleep(0.1)
+
+
+async def read_records(
+    bs: str, topic: str, partitions: int, isolation_level: str, timeout_s: float = 30.0
+) -> list[Record]:
+    """Every record of ``topic`` a consumer reading ``isolation_level`` hands out, up to
+    the high watermark (read_committed: past the last marker)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    async with Admin(bs) as admin:
+        ends = await admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
+    records: list[Record] = []
+    async with Consumer(bs, isolation_level=isolation_level) as consumer:
+        consumer.assign(tps)
+
+        async def pump() -> None:
+            async for record in consumer.stream():
+                records.append(record)
+
+        task = asyncio.create_task(pump())
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not all((consumer.position(tp) or 0) >= ends[tp].offset for tp in tps):
+                    if task.done():
+                        task.result()
+                    await asyncio.sleep(0.05)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return records

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 from helpers import eventually
+from helpers import read_records as _read
 
+import aiostream_kafka
 from aiostream_kafka import (
     Admin,
     CommitFailedError,
@@ -69,36 +75,6 @@ async def _topic(
     name = f"tx-{uuid.uuid4().hex[:12]}"
     await probe.create_topic(cluster.bootstrap_servers, name, partitions, 1, config)
     return name
-
-
-async def _read(
-    bs: str, topic: str, partitions: int, isolation_level: str, timeout_s: float = 30.0
-) -> list[Record]:
-    """Every record of ``topic`` a consumer reading ``isolation_level`` hands out, up to
-    the high watermark (read_committed: past the last marker)."""
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    async with Admin(bs) as admin:
-        ends = await admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
-    records: list[Record] = []
-    async with Consumer(bs, isolation_level=isolation_level) as consumer:
-        consumer.assign(tps)
-
-        async def pump() -> None:
-            async for record in consumer.stream():
-                records.append(record)
-
-        task = asyncio.create_task(pump())
-        try:
-            async with asyncio.timeout(timeout_s):
-                while not all((consumer.position(tp) or 0) >= ends[tp].offset for tp in tps):
-                    if task.done():
-                        task.result()
-                    await asyncio.sleep(0.05)
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    return records
 
 
 def _values(records: list[Record]) -> list[bytes]:
@@ -186,8 +162,11 @@ async def test_committed_records_are_read_committed_aborted_ones_only_uncommitte
     aborted = [b"abort-%d" % i for i in range(6)]
     assert _values(await _read(bs, topic, 3, "read_committed")) == committed
     assert _values(await _read(bs, topic, 3, "read_uncommitted")) == sorted(committed + aborted)
-    # librdkafka, an independent reader, agrees.
-    assert sorted(await asyncio.to_thread(_confluent_read_committed, bs, topic, 3)) == committed
+    # librdkafka, an independent reader, agrees in both isolation levels.
+    by_librdkafka = await asyncio.to_thread(_confluent_read, bs, topic, 3, "read_committed")
+    assert sorted(by_librdkafka) == committed
+    by_librdkafka = await asyncio.to_thread(_confluent_read, bs, topic, 3, "read_uncommitted")
+    assert sorted(by_librdkafka) == sorted(committed + aborted)
 
 
 async def test_batch_calls_join_the_transaction(txn_cluster: KafkaCluster) -> None:
@@ -215,14 +194,16 @@ async def test_batch_calls_join_the_transaction(txn_cluster: KafkaCluster) -> No
     assert _values(everything) == sorted(committed + aborted)
 
 
-def _confluent_read_committed(bs: str, topic: str, partitions: int) -> list[bytes]:
+def _confluent_read(bs: str, topic: str, partitions: int, isolation_level: str) -> list[bytes]:
+    """The values librdkafka reads from ``topic`` in ``isolation_level``, up to the end
+    (read_committed: the last stable offset; read_uncommitted: the high watermark)."""
     import confluent_kafka
 
     consumer = confluent_kafka.Consumer(
         {
             "bootstrap.servers": bs,
             "group.id": f"oracle-{uuid.uuid4().hex}",
-            "isolation.level": "read_committed",
+            "isolation.level": isolation_level,
             "enable.partition.eof": True,
             "enable.auto.commit": False,
         }
@@ -576,6 +557,157 @@ async def test_a_worker_killed_mid_transaction_is_replaced_exactly_once(
 
         # the commit markers reach the group coordinator just after EndTxn returns
         assert await eventually(committed, lambda total: total == count) == count
+
+
+# -- a worker process SIGKILLed mid-transaction -------------------------------------------
+
+# A consume-transform-produce worker, run as its own process: it reads ``source`` in
+# ``group`` (read_committed), writes value + b"!" to ``sink`` (same partition) and commits
+# the offsets in the same transaction every ``every`` records, and when every partition
+# of ``source`` is read up to the end offsets it saw at start (then prints DONE and exits).
+# With ``pause_at`` > 0, transaction number ``pause_at`` is left open once its records
+# are flushed (written, uncommitted) and its offsets sent: it prints IN_TXN and waits to
+# be killed.
+_WORKER = """
+import asyncio, sys
+
+from aiostream_kafka import Admin, Consumer, OffsetSpec, Producer, TopicPartition
+
+
+async def main(bs, source, partitions, sink, group, tid, every, pause_at):
+    tps = [TopicPartition(source, p) for p in range(partitions)]
+    async with Admin(bs) as admin:
+        listed = await admin.list_offsets(dict.fromkeys(tps, OffsetSpec.latest()))
+    ends = {tp: listed[tp].offset for tp in tps}
+    # started (init_transactions) first: fences the killed instance, aborts its transaction
+    async with Producer(bs, transactional_id=tid, linger_ms=5) as producer:
+        print("READY", *producer.producer_id_and_epoch, flush=True)
+        async with Consumer(bs, group_id=group, isolation_level="read_committed",
+                            session_timeout_ms=6000, heartbeat_interval_ms=500,
+                            max_poll_interval_ms=20000) as consumer:
+            consumer.subscribe([source])
+            done, held, offsets = 0, 0, {}
+            async for record in consumer.stream():
+                if not held:
+                    producer.begin_transaction()
+                await producer.enqueue(sink, record.value + b"!", partition=record.partition)
+                offsets[TopicPartition(record.topic, record.partition)] = record.offset + 1
+                held += 1
+                owned = consumer.assignment()
+                caught_up = set(tps) <= owned and all(
+                    (consumer.position(tp) or -1) >= ends[tp] for tp in tps)
+                if held < every and not caught_up:
+                    continue
+                await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+                done += 1
+                if done == pause_at:
+                    await producer.flush()  # the records are in the log, uncommitted
+                    print("IN_TXN", held, flush=True)
+                    await asyncio.sleep(3600)  # SIGKILLed here
+                await producer.commit_transaction()
+                print("COMMITTED", done, held, flush=True)
+                held, offsets = 0, {}
+                if caught_up:
+                    break
+    print("DONE", flush=True)
+
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5],
+                 sys.argv[6], int(sys.argv[7]), int(sys.argv[8])))
+"""
+
+
+@contextlib.asynccontextmanager
+async def _worker_process(script: Path, *args: object) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The worker script running as a child process (stdout piped, stderr to a file next
+    to the script); killed and reaped on the way out whatever happened."""
+    env = dict(os.environ)
+    root = str(Path(aiostream_kafka.__file__).resolve().parents[1])  # this checkout
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    with open(script.with_suffix(f".{uuid.uuid4().hex[:6]}.err"), "wb") as stderr:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), *map(str, args),
+            stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env,
+        )  # fmt: skip
+        try:
+            yield proc
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+
+
+async def _lines_until(proc: asyncio.subprocess.Process, wanted: str) -> list[str]:
+    """The lines the process prints, up to the first one starting with ``wanted``."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith(wanted):
+        line = await proc.stdout.readline()
+        assert line, f"the worker exited ({await proc.wait()}) before {wanted}: {lines}"
+        lines.append(line.decode().strip())
+    return lines
+
+
+async def test_a_worker_process_sigkilled_mid_transaction_is_replaced_exactly_once(
+    txn_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """A worker process killed (SIGKILL: no abort, no leave-group, no close) with a
+    transaction open whose records are in the log; a fresh process with the same
+    transactional id and group fences it and goes on: the sink, read read_committed,
+    holds every input once, and the group's offsets are the source's end offsets."""
+    bs = txn_cluster.bootstrap_servers
+    partitions, count, every, pause_at = 2, 400, 25, 4
+    source = await _topic(txn_cluster, partitions=partitions)
+    sink = await _topic(txn_cluster, partitions=partitions)
+    async with Producer(bs, linger_ms=20, batch_size=2048) as plain:
+        for i in range(count):
+            await plain.enqueue(source, b"%04d" % i, partition=i % partitions)
+    group = f"proc-{uuid.uuid4().hex[:8]}"
+    tid = f"proc-{uuid.uuid4().hex[:8]}"
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER)
+    args = (bs, source, partitions, sink, group, tid, every)
+
+    async with _worker_process(script, *args, pause_at) as first:
+        async with asyncio.timeout(30):
+            lines = await _lines_until(first, "IN_TXN")
+        assert lines[-1] == f"IN_TXN {every}"
+        killed_id, killed_epoch = map(int, lines[0].split()[1:])
+        assert [x for x in lines if x.startswith("COMMITTED")] == [
+            f"COMMITTED {n} {every}" for n in range(1, pause_at)
+        ]
+        os.kill(first.pid, signal.SIGKILL)
+        assert await asyncio.wait_for(first.wait(), 10) == -signal.SIGKILL
+    # The killed transaction's records are in the log, not committed.
+    async with asyncio.timeout(30):
+        uncommitted = _values(await _read(bs, sink, partitions, "read_uncommitted"))
+    assert len(uncommitted) == pause_at * every
+
+    async with _worker_process(script, *args, 0) as second:
+        async with asyncio.timeout(45):
+            lines = await _lines_until(second, "DONE")
+            assert await second.wait() == 0
+    # the same producer id with a newer epoch: the killed instance is fenced
+    producer_id, epoch = map(int, lines[0].split()[1:])
+    assert producer_id == killed_id and epoch > killed_epoch
+    committed_later = sum(int(x.split()[2]) for x in lines if x.startswith("COMMITTED"))
+    assert committed_later == count - (pause_at - 1) * every  # it redid the killed batch
+
+    out = _values(await _read(bs, sink, partitions, "read_committed"))
+    assert out == sorted(b"%04d!" % i for i in range(count))  # each exactly once
+    everything = _values(await _read(bs, sink, partitions, "read_uncommitted"))
+    assert len(everything) == count + every  # plus the aborted transaction's records
+    source_tps = [TopicPartition(source, p) for p in range(partitions)]
+    async with Admin(bs) as admin:
+        ends = await admin.list_offsets(dict.fromkeys(source_tps, OffsetSpec.latest()))
+
+        async def committed() -> dict[TopicPartition, int]:
+            found = await admin.list_consumer_group_offsets(group)
+            return {tp: om.offset for tp, om in found.items()}
+
+        # the commit markers reach the group coordinator just after EndTxn returns
+        await eventually(committed, lambda found: found == {tp: ends[tp].offset
+                                                            for tp in source_tps})  # fmt: skip
 
 
 async def test_process_exactly_once_reads_a_batch_again_after_an_abort(
