@@ -1,6 +1,9 @@
-"""The transaction manager against a scripted coordinator (no broker): retries and
-coordinator moves under the ``max_block_ms`` deadline, the KIP-1050 classification of
-the coordinator's errors, and the request versions of each protocol."""
+"""Unit tests of the transaction manager's state machine, fed scripted answers (no broker):
+the KIP-1050 classification of error codes a real broker cannot be made to return on
+demand (fenced, epoch, authorization, loading), the ``max_block_ms`` deadline of the
+retries, and the request versions chosen per protocol. The behaviour against brokers --
+commit, abort, fencing, coordinator failover, a killed worker -- is tested on real ones
+in tests/test_transactions.py and tests/test_transactions_faults.py."""
 
 from __future__ import annotations
 
