@@ -43,7 +43,7 @@ protocol-check: $(STAMP)
 HOT_SOURCES = $(shell $(PYTHON) -c "import ast,pathlib;t=ast.parse(pathlib.Path('aiostream_kafka/_native.py').read_text());print(' '.join(m.replace('.','/')+'.py' for n in t.body if getattr(getattr(n,'target',None),'id','')=='COMPILED_MODULES' for m in ast.literal_eval(n.value)))")
 COMPILED_STAMP = build/.compiled
 
-$(COMPILED_STAMP): $(STAMP) $(HOT_SOURCES) setup.py
+$(COMPILED_STAMP): $(STAMP) $(HOT_SOURCES) aiostream_kafka/_native.py setup.py
 	$(PY) setup.py --quiet build_ext --inplace
 	@# build_ext copies with the build's old times: newer than the sources, or the import
 	@# guard (_native) takes them for stale.

@@ -22,7 +22,7 @@ from aiostream_kafka.structs import Header, Record, TimestampType
 
 # Whether this module runs compiled (mypyc replaces the function's code, not the source
 # text: ``__file__`` tells, see aiostream_kafka._native).
-COMPILED: Final = not __file__.endswith(".py")
+COMPILED: Final[bool] = not __file__.endswith(".py")
 
 # A record takes at least 7 bytes: length, attributes, timestamp delta, offset delta, key
 # length, value length and header count of one byte each.
