@@ -1497,8 +1497,6 @@ def _decode_records(
         )
     out: list[Record] = []
     append = out.append
-    new = Record.__new__  # object.__new__, or the native tp_new of the compiled build
-    init = Record.__init__
     cls = Record
     unpack = _unpack_window
     unzz = _UNZIGZAG
@@ -1582,9 +1580,7 @@ def _decode_records(
             if not i:
                 rend, tsd, od, key, value, headers = _decode_record_slow(buf, pos, end)
                 pos = rend
-                obj = new(cls)
-                init(
-                    obj,
+                obj = cls(
                     topic,
                     partition,
                     base_offset + od,
@@ -1617,9 +1613,7 @@ def _decode_records(
                     f"record at offset {base_offset + od} does not match its length"
                 )
             pos = p
-            obj = new(cls)
-            init(
-                obj,
+            obj = cls(
                 topic,
                 partition,
                 base_offset + od,

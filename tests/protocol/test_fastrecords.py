@@ -156,3 +156,30 @@ def test_bulk_encoding_equals_the_interpreted_loop(
     assert built[0] == built[1]
     if fastrecords.COMPILED:
         assert records._ENCODE is fastrecords.encode_values
+
+
+def test_record_is_a_mutable_value_in_both_builds() -> None:
+    """Record compares by value, is unhashable and mutable, prints its fields and matches
+    positionally, as the dataclass it replaced, compiled or not."""
+    from aiostream_kafka.structs import Record
+
+    def make(offset: int) -> Record:
+        return Record("t", 0, offset, 5, TimestampType.CREATE_TIME, b"k", b"v", [("h", None)], 3)
+
+    a, b = make(1), make(1)
+    assert a == b and not (a != b) and a != make(2)
+    assert (a == "x") is False
+    with pytest.raises(TypeError):
+        hash(a)
+    b.value = b"changed"
+    assert a != b
+    assert repr(a) == (
+        "Record(topic='t', partition=0, offset=1, timestamp_ms=5, "
+        "timestamp_type=<TimestampType.CREATE_TIME: 0>, key=b'k', value=b'v', "
+        "headers=[('h', None)], leader_epoch=3)"
+    )
+    match a:
+        case Record(topic, partition, offset):
+            assert (topic, partition, offset) == ("t", 0, 1)
+        case _:
+            raise AssertionError("no positional match")
