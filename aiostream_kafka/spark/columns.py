@@ -17,7 +17,8 @@ Every record must end exactly where its length says and every batch exactly at t
 its records section (else :class:`~aiostream_kafka.errors.CorruptRecordError`); no read
 goes past the buffer, which carries 16 zero bytes of padding for the varint passes.
 Headers are decoded (in Python, per record that has any) only when asked for; otherwise
-they are skipped by the record's length.
+they are skipped by the record's length. A record without headers has ``None`` (the
+built-in source's null), not an empty list.
 
 :func:`available` says whether this pyarrow/numpy can do it (``binary_view`` casts need
 pyarrow 16 or later, and the views are written little-endian); the reader otherwise falls
@@ -80,7 +81,7 @@ class DecodedColumns:
     timestamp_types: np.ndarray  # int32
     keys: pa.Array  # binary
     values: pa.Array  # binary
-    headers: list[list[Header]] | None  # only when asked for
+    headers: list[list[Header] | None] | None  # only when asked for; None: no headers
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -250,9 +251,9 @@ def _decode(segments: Sequence[Segment], include_headers: bool) -> DecodedColumn
     plain = hcount == 0
     if not bool((p[plain] == rend[plain]).all()) or bool((p > rend).any()):
         raise _corrupt("a record does not match its length")
-    headers: list[list[Header]] | None = None
+    headers: list[list[Header] | None] | None = None
     if include_headers:
-        headers = [[] for _ in range(n)]
+        headers = [None] * n  # a record without headers: null, as the built-in source
         for i in np.flatnonzero(~plain).tolist():
             hs, hend = decode_record_headers(joined, int(hstart[i]), int(rend[i]))
             if hend != rend[i]:

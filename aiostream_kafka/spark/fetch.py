@@ -22,7 +22,9 @@ meanwhile.
 Errors per partition: a leader change (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...)
 applies the response's KIP-951 hint or refreshes the metadata, then fetches again from the
 same position; OFFSET_OUT_OF_RANGE is data loss (records before the log start were
-deleted: with ``failOnDataLoss=false`` the read goes on from the log start); a log that
+deleted: with ``failOnDataLoss=false`` the read goes on from the log start, which the
+response gives or, when it says -1 as Kafka 4 brokers do, a ListOffsets for the earliest
+offset finds; a position past the log end ends the range); a log that
 ends before the range does (truncated, re-created) is data loss too; an unknown topic or
 partition is data loss once the metadata confirms it is gone. Network errors and other
 retriable errors are retried after ``retry_backoff_ms``; a task without progress for
@@ -40,6 +42,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
+from aiostream_kafka.admin import Admin, OffsetSpec
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
 from aiostream_kafka.concurrency import stop_tasks
@@ -73,6 +76,10 @@ _TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 class _Retry(KafkaError):
     """This fetch got nothing usable; back off and fetch again from the same position."""
+
+
+class _OutOfRange(KafkaError):
+    """OFFSET_OUT_OF_RANGE without a log start offset: ask the broker where the log is."""
 
 
 class RangeFetcher:
@@ -126,6 +133,15 @@ class RangeFetcher:
                     pending = None
                     low = self.position
                     kept = self._take(response)
+                except _OutOfRange:
+                    pending = None
+                    if await self._out_of_range():
+                        last_progress = time.monotonic()
+                    elif time.monotonic() - last_progress > timeout_s:
+                        raise self._timeout() from None
+                    else:
+                        await asyncio.sleep(backoff_s)
+                    continue
                 except _Retry:
                     pending = None
                     if time.monotonic() - last_progress > timeout_s:
@@ -171,6 +187,43 @@ class RangeFetcher:
             await self.cluster.refresh([self.tp.topic])
         except KafkaError as exc:
             log.info("metadata refresh for %s failed: %s", self.tp, exc)
+
+    async def _out_of_range(self) -> bool:
+        """The position is out of range and the response did not say where the log starts:
+        look the log's start and end up. Records deleted before the position are data
+        loss (the read goes on from the log start with ``failOnDataLoss=false``), as is a
+        position past the log end (the range ends). Returns whether the position moved
+        (False: it is within the log now, fetch again)."""
+        tp = self.tp
+        kafka = self.opts.kafka
+        async with Admin(kafka.bootstrap_servers, **kafka.client_kwargs()) as admin:
+            first = await admin.list_offsets({tp: OffsetSpec.earliest()})
+            last = await admin.list_offsets({tp: OffsetSpec.latest()})  # the high watermark
+        earliest, latest = first[tp].offset, last[tp].offset
+        if self.position < earliest:
+            data_loss(
+                f"offsets {self.position} to {min(earliest, self.end) - 1} of "
+                f"{tp.topic}-{tp.partition} were deleted (the log now starts at {earliest})",
+                self.fail,
+            )
+            self.position = min(earliest, self.end)
+            return True
+        if self.position > latest:
+            data_loss(
+                f"offset {self.position} of {tp.topic}-{tp.partition} is past the log end "
+                f"{latest} (log start {earliest}); the query expected records up to {self.end}",
+                self.fail,
+            )
+            self.position = self.end
+            return True
+        log.info(
+            "fetching %s at %d: out of range, but the log is now [%d, %d); fetching again",
+            tp,
+            self.position,
+            earliest,
+            latest,
+        )
+        return False
 
     async def close(self) -> None:
         """Close the connections."""
@@ -329,14 +382,8 @@ class RangeFetcher:
                 )
                 self.position = min(log_start, self.end)
                 return
-            data_loss(
-                f"offset {self.position} of {tp.topic}-{tp.partition} is out of range (log "
-                f"start {log_start}, high watermark {pd.high_watermark}); the query expected "
-                f"records up to {self.end}",
-                self.fail,
-            )
-            self.position = self.end
-            return
+            # Kafka 4 brokers answer log_start_offset -1 here: ask (see _out_of_range).
+            raise _OutOfRange(f"offset {self.position} of {tp} is out of range")
         if code == _CORRUPT_MESSAGE:
             raise ec.error_from_code(code, f"fetching {tp} at offset {self.position}")
         if code in _LEADER_ERRORS:
@@ -401,7 +448,7 @@ class RangeFetcher:
             ts_types = pa.array(tt, pa.int32())
             keys = pa.array(k, pa.binary())
             values = pa.array(v, pa.binary())
-            headers = h if self.include_headers else None
+            headers = [hs or None for hs in h] if self.include_headers else None
         n = len(offsets)
         lo, hi = self._bounds(offsets, low)
         if hi <= lo:
@@ -426,12 +473,7 @@ class RangeFetcher:
             ts_types,
         ]
         if self.include_headers:
-            arrays.append(
-                pa.array(
-                    [[{"key": hk, "value": hv} for hk, hv in hs] for hs in headers or []],
-                    self.schema.field("headers").type,
-                )
-            )
+            arrays.append(_headers_array(headers or [], count, self.schema.field("headers").type))
         self.read += count
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
@@ -449,3 +491,15 @@ class RangeFetcher:
         if last >= self.end:
             hi = n - int(pc.sum(pc.greater_equal(offsets, self.end)).as_py() or 0)
         return lo, hi
+
+
+def _headers_array(headers: list[Any], count: int, type_: pa.DataType) -> pa.Array:
+    """The ``headers`` column: null for a record without headers (as the built-in source),
+    else its ``(key, value)`` pairs. Without any headers in the batch: one all-null array,
+    no Python object per row."""
+    if headers.count(None) == len(headers):
+        return pa.nulls(count, type_)
+    return pa.array(
+        [None if hs is None else [{"key": k, "value": v} for k, v in hs] for hs in headers],
+        type_,
+    )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from aiostream_kafka.admin import Admin, OffsetSpec
 from aiostream_kafka.errors import ConfigError, KafkaError
+from aiostream_kafka.protocol.error_codes import UnknownTopicOrPartitionError
 from aiostream_kafka.structs import TopicPartition
 
 from .options import EARLIEST, LATEST, OffsetBound, SourceOptions
@@ -26,6 +27,7 @@ __all__ = [
     "OffsetRange",
     "Offsets",
     "from_json",
+    "plan_batch_ranges",
     "plan_ranges",
     "rate_limit",
     "to_json",
@@ -121,11 +123,22 @@ def plan_ranges(
     min_partitions: int | None = None,
     max_records_per_partition: int | None = None,
 ) -> list[OffsetRange]:
-    """One range per partition with something to read (in partition order), split so that
-    there are about ``min_partitions`` ranges (each partition gets a share in proportion to
-    its size, at least one) and none holds more than ``max_records_per_partition`` offsets,
-    as the built-in source's range calculator does. Partitions of ``end`` missing from
-    ``start`` are not read; ranges with ``end <= start`` are dropped.
+    """One range per partition with something to read (in partition order), split as the
+    built-in source's ``KafkaOffsetRangeCalculator.getRanges`` (Spark 4.2) splits them.
+    Partitions of ``end`` missing from ``start`` are not read; ranges with
+    ``end <= start`` are dropped.
+
+    1. ``max_records_per_partition``: each range is cut into ``ceil(size / max)`` pieces.
+    2. ``min_partitions``, when greater than the number of ranges so far: a range whose
+       share of the total (``round(size / total * min_partitions)``, at least 1) is one
+       stays whole; the other ranges share ``min_partitions`` minus the number of whole
+       ones, in proportion to their sizes among themselves (at least one piece each). (The whole
+       ones are picked by partition: when step 1 cut a partition, all its pieces stay
+       whole as soon as one of them does.)
+
+    A range of ``size`` offsets in ``parts`` pieces is cut as Spark cuts it: each piece
+    takes ``remaining // pieces_left`` offsets, so the last ones are the larger; empty
+    pieces are dropped. Rounding is half up, as Java's ``Math.round``.
     """
     ranges = [
         OffsetRange(tp.topic, tp.partition, start[tp], end[tp])
@@ -136,27 +149,64 @@ def plan_ranges(
         ranges = [
             piece
             for r in ranges
-            for piece in _split(r, math.ceil(r.size / max_records_per_partition))
+            for piece in _split(r, -(-r.size // max_records_per_partition))
         ]
-    if min_partitions is None or len(ranges) >= min_partitions:
+    if min_partitions is None or min_partitions <= len(ranges):
         return ranges
     total = sum(r.size for r in ranges)
+    whole = [r for r in ranges if _part_count(r.size, total, min_partitions) == 1]
+    whole_tps = {r.tp for r in whole}
+    split_total = total - sum(r.size for r in whole)
+    split_min = max(min_partitions - len(whole), 1)
     planned: list[OffsetRange] = []
     for r in ranges:
-        parts = max(1, round(r.size / total * min_partitions))
+        parts = 1 if r.tp in whole_tps else _part_count(r.size, split_total, split_min)
         planned.extend(_split(r, parts))
     return planned
 
 
+def plan_batch_ranges(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
+    """The ranges of a batch read of the partitions of ``end``: as the built-in source's
+    batch read (``getOffsetRangesFromUnresolvedOffsets``), split with :func:`plan_ranges`
+    only when ``min_partitions`` exceeds the number of partitions read -- those with
+    nothing to read count too -- or a range is longer than ``max_records_per_partition``;
+    otherwise one range per partition with something to read. (Streams split every
+    micro-batch with :func:`plan_ranges` directly, as the built-in source does.)"""
+    splits = (min_partitions is not None and min_partitions > len(end)) or (
+        max_records_per_partition is not None
+        and any(e - start.get(tp, e) > max_records_per_partition for tp, e in end.items())
+    )
+    if not splits:
+        return plan_ranges(start, end)
+    return plan_ranges(start, end, min_partitions, max_records_per_partition)
+
+
+def _part_count(size: int, total: int, parts: int) -> int:
+    """``max(Math.round(size / total * parts), 1)`` in Java's arithmetic (doubles, half up)."""
+    share = size / total * parts
+    rounded = math.floor(share)
+    if share - rounded >= 0.5:  # exact (unlike floor(share + 0.5)), as Math.round
+        rounded += 1
+    return max(rounded, 1)
+
+
 def _split(r: OffsetRange, parts: int) -> list[OffsetRange]:
-    parts = max(1, min(parts, r.size))
-    step = r.size / parts
-    bounds = [r.start + round(i * step) for i in range(parts)] + [r.end]
-    return [
-        OffsetRange(r.topic, r.partition, bounds[i], bounds[i + 1])
-        for i in range(parts)
-        if bounds[i + 1] > bounds[i]
-    ]
+    """``r`` in ``parts`` pieces, each ``remaining // pieces_left`` long; empty ones dropped."""
+    pieces: list[OffsetRange] = []
+    remaining = r.size
+    at = r.start
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        if size > 0:
+            pieces.append(OffsetRange(r.topic, r.partition, at, at + size))
+            at += size
+    return pieces
 
 
 def rate_limit(
@@ -186,22 +236,56 @@ def rate_limit(
 # -- driver-side look-ups (async; the readers run them in a private loop) --------------------
 
 
-async def current_partitions(admin: Admin, opts: SourceOptions) -> list[TopicPartition]:
+async def current_partitions(
+    admin: Admin, opts: SourceOptions, *, must_exist: bool = False
+) -> list[TopicPartition]:
     """The partitions the options select now: every partition of the subscribed topics
-    that exist (a missing topic has none yet), of the topics matching the pattern (a whole
-    match, as Java's ``Pattern.matches``), or the assigned ones."""
+    (internal ones included when named), of the (non-internal) topics the pattern matches
+    anywhere in their name (``re.search``, as Java's ``Matcher.find``), or the assigned
+    ones.
+
+    A subscribed topic that does not exist has no partitions yet (streams: it is read once
+    created); with ``must_exist`` (batch reads) it fails, as does an assigned topic or
+    partition that does not exist.
+
+    Raises:
+        UnknownTopicOrPartitionError: ``must_exist`` and a named topic or assigned
+            partition does not exist.
+    """
     if opts.assign is not None:
+        if must_exist:
+            topics = await admin.list_topics(include_internal=True)
+            gone = [
+                tp
+                for tp in opts.assign
+                if tp.topic not in topics
+                or tp.partition not in {p.partition for p in topics[tp.topic].partitions}
+            ]
+            if gone:
+                listed = ", ".join(f"{tp.topic}-{tp.partition}" for tp in gone)
+                raise UnknownTopicOrPartitionError(
+                    f"option 'assign': partitions {listed} do not exist (the built-in source "
+                    "fails with UnknownTopicOrPartitionException too); create the topic or "
+                    "assign partitions that exist"
+                )
         return list(opts.assign)
-    topics = await admin.list_topics()
     if opts.subscribe is not None:
+        topics = await admin.list_topics(include_internal=True)
         names = [t for t in opts.subscribe if t in topics]
         missing = sorted(set(opts.subscribe) - set(topics))
+        if missing and must_exist:
+            raise UnknownTopicOrPartitionError(
+                f"option 'subscribe': topics {', '.join(missing)} do not exist (the built-in "
+                "source fails with UnknownTopicOrPartitionException too); create them or "
+                "subscribe to topics that exist"
+            )
         if missing:
             log.info("subscribed topics %s do not exist (yet)", missing)
     else:
         assert opts.subscribe_pattern is not None
+        topics = await admin.list_topics()
         pattern = re.compile(opts.subscribe_pattern)
-        names = [t for t in topics if pattern.fullmatch(t)]
+        names = [t for t in topics if pattern.search(t)]
     return sorted(
         TopicPartition(name, p.partition) for name in names for p in topics[name].partitions
     )

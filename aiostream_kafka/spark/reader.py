@@ -27,10 +27,22 @@ from aiostream_kafka.admin import Admin
 from aiostream_kafka.structs import TopicPartition
 
 from .fetch import RangeFetcher
-from .offsets import OffsetRange, current_partitions, data_loss, plan_ranges, resolve_bound
+from .offsets import (
+    OffsetRange,
+    current_partitions,
+    data_loss,
+    plan_batch_ranges,
+    resolve_bound,
+)
 from .options import OffsetBound, SourceOptions
 
-__all__ = ["KafkaBatchReader", "KafkaInputPartition", "read_range", "run_with_admin"]
+__all__ = [
+    "KafkaBatchReader",
+    "KafkaInputPartition",
+    "read_partition",
+    "read_range",
+    "run_with_admin",
+]
 
 log = logging.getLogger(__name__)
 
@@ -107,18 +119,38 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.Re
     log.debug("read %d records of %s [%d, %d)", fetcher.read, tp, part.start, part.end)
 
 
+def read_partition(opts: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """``read()`` of both readers: the range of a :class:`KafkaInputPartition`, or nothing
+    for the ``InputPartition(None)`` PySpark puts in place of an empty partition list
+    (a read with no ranges: an empty topic, an empty ``assign``, equal start and end).
+
+    Raises:
+        TypeError: any other partition (not one of this source's).
+        DataLossError, KafkaTimeoutError, KafkaError: see :func:`read_range`.
+    """
+    if isinstance(partition, KafkaInputPartition):
+        return read_range(opts, partition)
+    if type(partition) is InputPartition and partition.value is None:
+        return iter(())
+    raise TypeError(f"not an aiostream_kafka input partition: {partition!r}")
+
+
 # -- batch ----------------------------------------------------------------------------------
 
 
 async def plan_batch(admin: Admin, opts: SourceOptions) -> list[OffsetRange]:
     """The ranges of a batch read: the selected partitions from the starting to the
-    ending offsets, checked for data loss (an end before its start).
+    ending offsets, checked for data loss (an end before its start), split as the
+    built-in source splits a batch read (see :func:`~.offsets.plan_batch_ranges`). No ranges
+    (nothing to read) is a read of no rows.
 
     Raises:
+        UnknownTopicOrPartitionError: a subscribed or assigned topic (or an assigned
+            partition) does not exist, as the built-in source fails.
         ConfigError: offsets that do not fit the partitions (see ``resolve_bound``).
         DataLossError: an end before its start with ``failOnDataLoss``.
     """
-    tps = await current_partitions(admin, opts)
+    tps = await current_partitions(admin, opts, must_exist=True)
     starting = opts.starting or OffsetBound("earliest")
     ending = opts.ending or OffsetBound("latest")
     start = await resolve_bound(admin, opts, starting, tps, starting=True)
@@ -130,7 +162,7 @@ async def plan_batch(admin: Admin, opts: SourceOptions) -> list[OffsetRange]:
                 f"starting offset {start[tp]}",
                 opts.fail_on_data_loss,
             )
-    return plan_ranges(start, end, opts.min_partitions, opts.max_records_per_partition)
+    return plan_batch_ranges(start, end, opts.min_partitions, opts.max_records_per_partition)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -151,6 +183,5 @@ class KafkaBatchReader(DataSourceReader):
         return list(KafkaInputPartition.from_ranges(ranges))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The range's records as Arrow batches (see :func:`read_range`)."""
-        assert isinstance(partition, KafkaInputPartition)
-        return read_range(self.opts, partition)
+        """The range's records as Arrow batches (see :func:`read_partition`)."""
+        return read_partition(self.opts, partition)

@@ -85,7 +85,9 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        """The batch writer (append only).
+        """The batch writer (append only): write with ``.mode("append")``. (Without a mode
+        Spark refuses the write itself, UNSUPPORTED_DATA_SOURCE_SAVE_MODE, before calling
+        this: it accepts only Append and Overwrite for Python data sources.)
 
         Raises:
             ConfigError: overwrite mode, a bad ``kafka.*`` option, or columns that do not

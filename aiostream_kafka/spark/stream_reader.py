@@ -40,7 +40,7 @@ from .offsets import (
     to_json,
 )
 from .options import OffsetBound, SourceOptions
-from .reader import KafkaInputPartition, read_range, run_with_admin
+from .reader import KafkaInputPartition, read_partition, run_with_admin
 
 try:  # Spark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -259,6 +259,5 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executor side -----------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The range's records as Arrow batches (see :func:`~.reader.read_range`)."""
-        assert isinstance(partition, KafkaInputPartition)
-        return read_range(self.opts, partition)
+        """The range's records as Arrow batches (see :func:`~.reader.read_partition`)."""
+        return read_partition(self.opts, partition)

@@ -64,6 +64,9 @@ def test_numpy_decoder_equals_decode_columns(seed: int) -> None:
         cols = columns.decode_segments(segments, include_headers)
         headers = cols.headers if include_headers else [e[5] for e in expected]
         assert headers is not None
+        if include_headers:  # no headers: None (null), where decode_columns gives []
+            assert all(h is None or h for h in headers)
+            headers = [h or [] for h in headers]
         got = list(
             zip(
                 cols.offsets.tolist(),
@@ -172,3 +175,31 @@ def test_range_is_cut_at_both_ends_and_ends_at_a_position() -> None:
     g = _fetcher(0, 4)
     assert _file(g, gap, []) == [0, 1, 2]
     assert g.position == 4
+
+
+def test_headers_column_is_null_for_records_without_headers() -> None:
+    builder = RecordBatchBuilder(LIMIT)
+    for i in range(4):
+        builder.append(None, b"%d" % i, [("h", b"x%d" % i)] if i == 2 else None, 1000 + i)
+    mixed = builder.build(base_offset=0)
+    f = _fetcher(0, 4, includeHeaders="true")
+    arrow = f._to_arrow(f._filter(mixed, _pd(mixed)), 0)
+    assert arrow is not None
+    assert arrow.column("headers").to_pylist() == [
+        None,
+        None,
+        [{"key": "h", "value": b"x2"}],
+        None,
+    ]
+    # no headers at all: an all-null column
+    plain = _plain(0, 5)
+    g = _fetcher(0, 5, includeHeaders="true")
+    arrow = g._to_arrow(g._filter(plain, _pd(plain)), 0)
+    assert arrow is not None
+    assert arrow.column("headers").null_count == 5
+
+
+def _pd(data: bytes) -> FetchResponse.PartitionData:
+    return FetchResponse.PartitionData(
+        partition_index=0, high_watermark=10_000, last_stable_offset=10_000, records=data
+    )

@@ -9,7 +9,14 @@ import json
 import pytest
 
 from aiostream_kafka.errors import ConfigError
-from aiostream_kafka.spark.offsets import OffsetRange, from_json, plan_ranges, rate_limit, to_json
+from aiostream_kafka.spark.offsets import (
+    OffsetRange,
+    from_json,
+    plan_batch_ranges,
+    plan_ranges,
+    rate_limit,
+    to_json,
+)
 from aiostream_kafka.spark.options import (
     parse_duration_ms,
     parse_sink_options,
@@ -212,15 +219,57 @@ def test_ranges_split_by_min_partitions() -> None:
         OffsetRange("t", 0, 200, 300),
         OffsetRange("t", 1, 0, 100),
     ]
-    # a tiny partition still gets its own range; pieces cover each partition exactly
+    # a tiny partition stays whole and leaves its share to the others, as the JVM's
+    # KafkaOffsetRangeCalculator: 9 pieces of partition 0 (not 10), 10 ranges in all
     ranges = plan_ranges({TP("t", 0): 0, TP("t", 1): 0}, {TP("t", 0): 1000, TP("t", 1): 3}, 10)
     assert [r for r in ranges if r.partition == 1] == [OffsetRange("t", 1, 0, 3)]
     p0 = [r for r in ranges if r.partition == 0]
-    assert len(p0) == 10
+    assert len(p0) == 9
     assert p0[0].start == 0 and p0[-1].end == 1000
     assert all(a.end == b.start for a, b in itertools.pairwise(p0))
+    # each piece takes remaining // pieces_left: the round-off goes to the last one
+    assert [r.size for r in p0] == [111] * 8 + [112]
     # never more pieces than offsets
     assert len(plan_ranges({TP("t", 0): 0}, {TP("t", 0): 3}, min_partitions=8)) == 3
+
+
+def _sizes(sizes: list[int], min_partitions: int, max_records: int | None = None) -> list[int]:
+    start = {TP("t", i): 0 for i in range(len(sizes))}
+    end = {TP("t", i): n for i, n in enumerate(sizes)}
+    return [r.size for r in plan_ranges(start, end, min_partitions, max_records)]
+
+
+def test_ranges_as_the_jvm_range_calculator() -> None:
+    """Counts of Spark 4.2's KafkaOffsetRangeCalculator.getRanges (the algorithm read from
+    the connector's bytecode), where a split by shares of the total alone differs."""
+    assert len(_sizes([99, 1], 50)) == 50  # not 51
+    assert _sizes([100, 100, 100, 1, 1, 1], 7) == [100, 100, 100, 1, 1, 1]  # not 9 ranges
+    assert _sizes([50, 50, 1, 1, 1], 5) == [50, 50, 1, 1, 1]
+    assert len(_sizes([25, 25], 51)) == 50  # one piece per offset at most
+    # Java's Math.round rounds half up: 2.5 -> 3 and 1.5 -> 2 pieces
+    assert _sizes([5, 3], 4) == [1, 2, 2, 1, 2]
+    # maxRecordsPerPartition first (ceil(size / max) pieces), then minPartitions; a
+    # partition stays whole as soon as one of its pieces does (the JVM groups by partition)
+    assert _sizes([10, 3], 0, max_records=4) == [3, 3, 4, 3]
+    assert _sizes([10, 3], 6, max_records=4) == [3, 3, 4, 3]
+    assert _sizes([40, 40], 4, max_records=30) == [20, 20, 20, 20]
+    assert _sizes([40, 40], 6, max_records=30) == [10] * 8  # 1.5 pieces each: 2
+
+
+def test_batch_reads_split_only_past_the_partition_count() -> None:
+    """The JVM's batch read splits only when minPartitions exceeds the partitions read,
+    empty ones included, or a range exceeds maxRecordsPerPartition."""
+    tps = [TP("t", i) for i in range(6)]
+    start = dict.fromkeys(tps, 0)
+    end = {tp: n for tp, n in zip(tps, [5, 3, 0, 0, 0, 0], strict=True)}
+    assert [r.size for r in plan_batch_ranges(start, end, 4)] == [5, 3]  # 4 <= 6: no split
+    assert [r.size for r in plan_ranges(start, end, 4)] == [1, 2, 2, 1, 2]  # streams split
+    assert [r.size for r in plan_batch_ranges(start, end, 7)] == [1, 1, 1, 2, 1, 1, 1]
+    # a range over maxRecordsPerPartition: split, then minPartitions applies (4 > 3 pieces;
+    # partition 0's piece of 2 has a share of 1, so both its pieces stay whole)
+    assert [r.size for r in plan_batch_ranges(start, end, 4, 4)] == [2, 3, 1, 2]
+    assert [r.size for r in plan_batch_ranges(start, end, None, 5)] == [5, 3]
+    assert [r.size for r in plan_batch_ranges(start, end, 2, 2)] == [1, 2, 2, 1, 2]
 
 
 def test_rate_limit_is_proportional_and_never_starves() -> None:
