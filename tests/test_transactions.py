@@ -755,3 +755,85 @@ async def test_process_exactly_once_reads_a_batch_again_after_an_abort(
         b"%04d!" % i for i in range(count)
     )
     assert await _read(bs, tiny, 1, "read_committed") == []
+
+
+async def test_process_exactly_once_spans_batches_by_count_and_time(
+    txn_cluster: KafkaCluster,
+) -> None:
+    """transaction_records / transaction_ms: a transaction spans batches and partitions
+    until it holds that many input records or has been open that long; an idle input's
+    open transaction is committed when the time is up, not left to time out."""
+    bs = txn_cluster.bootstrap_servers
+    source = await _topic(txn_cluster, partitions=3)
+    sink = await _topic(txn_cluster, partitions=1)
+    count, late = 600, 10
+    async with Producer(bs, linger_ms=5, batch_size=1024) as plain:
+        for i in range(count):
+            await plain.enqueue(source, b"%04d" % i, partition=i % 3)
+    group = f"eos-{uuid.uuid4().hex[:8]}"
+    batches_seen = 0
+
+    def transform(batch: list[Record]) -> list[ProducerRecord]:
+        nonlocal batches_seen
+        batches_seen += 1
+        return [ProducerRecord(sink, r.value + b"!", partition=0) for r in batch]  # type: ignore[operator]
+
+    async with (
+        Admin(bs) as admin,
+        Consumer(bs, group_id=group, isolation_level="read_committed") as consumer,
+        _producer(txn_cluster) as producer,
+    ):
+        consumer.subscribe([source])
+        pid, epoch = producer.producer_id_and_epoch
+        task = asyncio.create_task(
+            process_exactly_once(
+                consumer, producer, transform, transaction_records=250, transaction_ms=1500
+            )
+        )
+
+        async def progress() -> int:
+            if task.done():
+                task.result()
+            offsets = await admin.list_consumer_group_offsets(group)
+            return sum(om.offset for om in offsets.values())
+
+        await eventually(progress, lambda total: total == count, timeout_s=60)
+        # v2 bumps the epoch once per transaction: 600 records in transactions of at
+        # least 250 (the last may be smaller, committed by the time limit).
+        after_count = producer.producer_id_and_epoch[1] - epoch
+        if _v2(txn_cluster):
+            assert producer.producer_id_and_epoch[0] == pid
+            assert 2 <= after_count <= 3, after_count
+            assert batches_seen > after_count  # transactions spanned batches
+
+        # A few more records, far fewer than 250: only the time limit commits them.
+        async with Producer(bs) as plain:
+            for i in range(count, count + late):
+                await plain.send(source, b"%04d" % i, partition=i % 3)
+        await eventually(progress, lambda total: total == count + late, timeout_s=15)
+        if _v2(txn_cluster):
+            assert producer.producer_id_and_epoch[1] - epoch == after_count + 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert producer.transaction_state is TransactionState.READY
+    assert _values(await _read(bs, sink, 1, "read_committed")) == sorted(
+        b"%04d!" % i for i in range(count + late)
+    )
+
+
+async def test_process_exactly_once_refuses_bad_transaction_bounds(
+    txn_cluster: KafkaCluster,
+) -> None:
+    bs = txn_cluster.bootstrap_servers
+    async with (
+        Consumer(bs, group_id="g-bounds", enable_auto_commit=False) as consumer,
+        _producer(txn_cluster) as producer,
+    ):
+        for bad in (
+            {"transaction_records": 0},
+            {"transaction_ms": 0},
+            {"transaction_records": True},
+        ):
+            with pytest.raises(ConfigError):
+                await process_exactly_once(consumer, producer, lambda b: [], **bad)  # type: ignore[arg-type]
