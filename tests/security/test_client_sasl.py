@@ -24,6 +24,7 @@ from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.protocol.error_codes import (
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
 )
 from aiostream_kafka.testing import KafkaCluster, probe
 from aiostream_kafka.testing.sasl import UnsecuredTokenProvider
@@ -156,6 +157,24 @@ async def test_missing_acls_raise_authorization_errors(kafka_sasl_cluster: Kafka
                 async for _ in consumer.stream():
                     pass
     assert time.monotonic() - started < 20
+
+
+async def test_a_transactional_id_without_acl_is_refused_fast(
+    kafka_sasl_cluster: KafkaCluster,
+) -> None:
+    """A principal without WRITE on its transactional id: starting the transactional
+    producer raises TransactionalIdAuthorizationFailedError within seconds (fatal, not
+    retried), naming the id."""
+    alice = _options(kafka_sasl_cluster, "SCRAM-SHA-512", user="alice")
+    tid = f"tid-denied-{uuid.uuid4().hex[:6]}"
+    producer = Producer(transactional_id=tid, max_block_ms=20_000, **alice)
+    started = time.monotonic()
+    try:
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            await producer.start()
+    finally:
+        await producer.close()
+    assert time.monotonic() - started < 10
 
 
 def test_security_config_is_checked_and_secrets_masked() -> None:
