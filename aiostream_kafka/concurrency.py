@@ -76,12 +76,13 @@ async def run_in_worker(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 async def _wait_absorbing(
     tasks: set[asyncio.Future[Any]], timeout: float | None  # noqa: ASYNC109 -- absorbs cancels
-) -> tuple[bool, set[asyncio.Future[Any]]]:
-    """Wait until every task is done or ``timeout`` passes, absorbing cancellations of the
-    caller. Return (whether the caller was cancelled meanwhile, the tasks not done)."""
+) -> tuple[asyncio.CancelledError | None, set[asyncio.Future[Any]]]:
+    """Wait until every task is done or ``timeout`` passes, holding back cancellations of
+    the caller. Return (the caller's cancellation, to be re-raised by the caller once its
+    cleanup is over -- None if it was not cancelled; the tasks not done)."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
-    cancelled = False
+    cancel: asyncio.CancelledError | None = None
     pending = {t for t in tasks if not t.done()}
     while pending:
         remaining = None if deadline is None else deadline - loop.time()
@@ -89,9 +90,9 @@ async def _wait_absorbing(
             break
         try:
             _, pending = await asyncio.wait(pending, timeout=remaining)
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled, pending
+        except asyncio.CancelledError as exc:
+            cancel = exc  # re-raised by every caller (stop_tasks, shielded) after cleanup
+    return cancel, pending
 
 
 def retrieve(task: asyncio.Future[Any], what: str | None = None) -> BaseException | None:
@@ -121,14 +122,14 @@ async def stop_tasks(
     owned = {t for t in tasks if t is not None}
     for task in owned:
         task.cancel()
-    cancelled, stuck = await _wait_absorbing(set(owned), grace_s)
+    cancel, stuck = await _wait_absorbing(set(owned), grace_s)
     for task in owned - stuck:
         retrieve(task)
     for task in stuck:
         log.error("%r did not stop within %.1f s of being cancelled", task, grace_s)
         task.add_done_callback(retrieve)
-    if cancelled:
-        raise asyncio.CancelledError
+    if cancel is not None:
+        raise cancel
 
 
 async def shielded(aw: Awaitable[T], *, timeout: float | None, what: str) -> T | None:  # noqa: ASYNC109
@@ -141,22 +142,22 @@ async def shielded(aw: Awaitable[T], *, timeout: float | None, what: str) -> T |
     the cleanup is over.
     """
     task: asyncio.Future[T] = asyncio.ensure_future(aw)
-    cancelled, pending = await _wait_absorbing({task}, timeout)
+    cancel, pending = await _wait_absorbing({task}, timeout)
     if pending:
         log.warning("%s did not finish within %.1f s; giving up on it", what, timeout or 0.0)
         task.cancel()
         more, _ = await _wait_absorbing({task}, CANCEL_GRACE_S)
-        cancelled = cancelled or more
+        cancel = cancel or more
         if not task.done():
             task.add_done_callback(retrieve)
     if task.done():
-        if cancelled:
+        if cancel is not None:
             retrieve(task, what)
         elif not task.cancelled():
             exc = task.exception()
             if exc is not None:
                 raise exc
             return task.result()
-    if cancelled:
-        raise asyncio.CancelledError
+    if cancel is not None:
+        raise cancel
     return None
