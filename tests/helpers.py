@@ -13,6 +13,12 @@ from aiostream_kafka import Admin, Consumer, OffsetSpec, Record, TopicPartition
 
 T = TypeVar("T")
 
+# Topic config for tests that write records with fixed timestamps in the past
+# (1_700_000_000_000 is November 2023): the broker's time retention (7 days by default)
+# deletes every segment up to the high watermark, the active one included, at its next
+# retention check (every 5 minutes), so records could vanish between writing and reading.
+KEEP_OLD_RECORDS = {"retention.ms": "-1"}
+
 
 def processes_mentioning(text: str) -> list[int]:
     """Return the pids of live processes whose command line contains ``text``."""

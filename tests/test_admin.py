@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 import pytest
-from helpers import eventually
+from helpers import KEEP_OLD_RECORDS, eventually
 
 from aiostream_kafka import BootstrapError, ConfigError, KafkaTimeoutError
 from aiostream_kafka.admin import (
@@ -132,7 +132,7 @@ async def test_describe_cluster(admin: Admin, kafka_cluster: KafkaCluster) -> No
 async def test_list_offsets_earliest_latest_and_by_timestamp(
     admin: Admin, kafka_cluster: KafkaCluster, new_topic: NewTopicFactory
 ) -> None:
-    topic = await new_topic(partitions=2)
+    topic = await new_topic(partitions=2, config=KEEP_OLD_RECORDS)
     await _produce(kafka_cluster.bootstrap_servers, topic, 10, partition=0)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     found = await admin.list_offsets({tp0: OffsetSpec.latest(), tp1: OffsetSpec.latest()})
@@ -160,7 +160,7 @@ async def test_list_offsets_of_a_missing_partition_or_topic(
 async def test_delete_records_moves_the_low_watermark(
     admin: Admin, kafka_cluster: KafkaCluster, new_topic: NewTopicFactory
 ) -> None:
-    topic = await new_topic()
+    topic = await new_topic(config=KEEP_OLD_RECORDS)
     await _produce(kafka_cluster.bootstrap_servers, topic, 8)
     tp = TopicPartition(topic, 0)
     assert await admin.delete_records({tp: 5}) == {tp: 5}
@@ -219,7 +219,7 @@ async def test_consumer_groups_offsets_lag_describe_and_delete(
 ) -> None:
     from aiokafka import AIOKafkaConsumer
 
-    topic = await new_topic(partitions=2)
+    topic = await new_topic(partitions=2, config=KEEP_OLD_RECORDS)
     await _produce(kafka_cluster.bootstrap_servers, topic, 6, partition=0)
     await _produce(kafka_cluster.bootstrap_servers, topic, 3, partition=1)
     group = _name("group")

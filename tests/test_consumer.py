@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import eventually
+from helpers import KEEP_OLD_RECORDS, eventually
 
 from aiostream_kafka import ConfigError, CorruptRecordError
 from aiostream_kafka.admin import Admin
@@ -226,7 +226,7 @@ async def test_batches_are_one_partition_per_fetch_with_deserializers(
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
-    topic = await new_topic(partitions=3)
+    topic = await new_topic(partitions=3, config=KEEP_OLD_RECORDS)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
     await producer.start()
     try:
@@ -549,7 +549,7 @@ async def test_seek_seek_to_beginning_end_and_offsets_for_times(
 ) -> None:
     from aiokafka import AIOKafkaProducer
 
-    topic = await new_topic()
+    topic = await new_topic(config=KEEP_OLD_RECORDS)
     tp = TopicPartition(topic, 0)
     base = 1_700_000_000_000
     producer = AIOKafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)

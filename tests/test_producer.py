@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from helpers import KEEP_OLD_RECORDS
 from producer_oracle import assert_exactly_once_in_order, read_all
 
 from aiostream_kafka.errors import ConfigError, KafkaTimeoutError
@@ -132,7 +133,7 @@ async def test_buffer_pool_times_out_with_kafka_timeout_error() -> None:
 
 
 async def test_send_returns_metadata_after_the_ack(kafka_cluster: KafkaCluster, new_topic) -> None:
-    topic = await new_topic(partitions=2)
+    topic = await new_topic(partitions=2, config=KEEP_OLD_RECORDS)
     async with Producer(kafka_cluster.bootstrap_servers) as producer:
         first = await producer.send(topic, b"v1", key=b"k", headers=[("h", b"x")], partition=1)
         second = await producer.send(topic, b"v2", partition=1, timestamp_ms=1_700_000_000_000)
@@ -369,7 +370,7 @@ async def test_a_batch_over_the_topic_limit_is_split_and_delivered_in_order(
     producer splits them until they fit, and every record arrives exactly once, in order,
     with its key, headers and timestamp. (Without idempotence, order across retries needs
     one request in flight, as with the Java client.)"""
-    topic = await new_topic(partitions=1, config={"max.message.bytes": "2000"})
+    topic = await new_topic(partitions=1, config={"max.message.bytes": "2000", **KEEP_OLD_RECORDS})
     async with Producer(
         kafka_cluster.bootstrap_servers,
         linger_ms=50,

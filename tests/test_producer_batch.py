@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
+from helpers import KEEP_OLD_RECORDS
 from producer_oracle import ReadRecord, read_all
 
 from aiostream_kafka import Producer
@@ -115,7 +116,7 @@ async def test_keyed_partitioning_equals_send(kafka_cluster: KafkaCluster, new_t
 async def test_serializers_headers_timestamps_explicit_partition(
     kafka_cluster: KafkaCluster, new_topic
 ) -> None:
-    topic = await new_topic(partitions=3)
+    topic = await new_topic(partitions=3, config=KEEP_OLD_RECORDS)
     n = 500
     async with Producer(
         kafka_cluster.bootstrap_servers,

@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+from helpers import KEEP_OLD_RECORDS
 from producer_oracle import read_all
 
 from aiostream_kafka.producer import Producer
@@ -32,7 +33,7 @@ def _record(i: int) -> tuple[bytes | None, bytes, list[tuple[str, bytes | None]]
 async def test_every_record_is_read_back_exactly_once_and_intact(
     kafka_cluster: KafkaCluster, new_topic, compression: str | None
 ) -> None:
-    topic = await new_topic(partitions=PARTITIONS)
+    topic = await new_topic(partitions=PARTITIONS, config=KEEP_OLD_RECORDS)
     bs = kafka_cluster.bootstrap_servers
     started = time.monotonic()
     async with Producer(bs, compression_type=compression) as producer:
