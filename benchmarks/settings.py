@@ -99,6 +99,7 @@ class Profile:
     pause_seconds: float = 5.0
     fastapi_tasks: int = 1000
     fastapi_bursts: int = 30
+    sequential_sends: int = 2000
     codec_rounds: int = 15
 
     def to_json(self) -> dict[str, Any]:
@@ -130,6 +131,7 @@ QUICK = Profile(
     pause_records=100_000,
     pause_seconds=2.5,
     fastapi_bursts=5,
+    sequential_sends=300,
     codec_rounds=1,
 )
 
@@ -153,6 +155,7 @@ SMOKE = Profile(
     pause_records=3000,
     pause_seconds=1.0,
     fastapi_bursts=1,
+    sequential_sends=20,
     codec_rounds=1,
 )
 

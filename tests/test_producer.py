@@ -398,3 +398,47 @@ async def test_a_batch_over_the_topic_limit_is_split_and_delivered_in_order(
         assert r.key == b"k%d" % i
         assert r.headers == (("i", b"%d" % i),)
         assert r.timestamp_ms == 1_700_000_000_000 + i
+
+
+async def test_an_awaited_send_does_not_wait_out_the_linger(
+    kafka_cluster: KafkaCluster, new_topic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`await send()` in a loop (aiokafka's `send_and_wait` habit): once the event loop has
+    gone a whole turn with no record appended while a send is awaited, the open batches go
+    at once instead of after `linger_ms`; concurrent awaited sends still share a batch,
+    and records only enqueued still linger."""
+    from aiostream_kafka.producer.accumulator import ProducerBatch
+
+    completed: list[int] = []
+    original = ProducerBatch.complete
+
+    def counting(self: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
+        completed.append(self.record_count)
+        original(self, base_offset, log_append_time_ms)
+
+    monkeypatch.setattr(ProducerBatch, "complete", counting)
+    topic = await new_topic(partitions=2)
+    async with Producer(kafka_cluster.bootstrap_servers, linger_ms=3000) as producer:
+        await producer.send(topic, b"warm-up")  # the topic's metadata is known now
+        started = time.monotonic()
+        for i in range(4):
+            await producer.send(topic, b"keyless-%d" % i)
+            await producer.send(topic, b"keyed-%d" % i, key=b"k%d" % i)
+            await producer.send_record(ProducerRecord(topic, b"record-%d" % i, partition=1))
+        sequential = time.monotonic() - started
+        # 12 sends, each would have waited out the 3 s linger before.
+        assert sequential < 2.5, sequential
+
+        completed.clear()
+        started = time.monotonic()
+        metas = await asyncio.gather(
+            *(producer.send(topic, b"burst-%d" % i, partition=0) for i in range(50))
+        )
+        assert time.monotonic() - started < 2.5
+        assert [m.offset for m in metas] == list(range(metas[0].offset, metas[0].offset + 50))
+        assert completed == [50], completed  # one batch: the burst was not cut short
+
+        future = await producer.enqueue(topic, b"lingering", partition=0)
+        await asyncio.sleep(1.0)
+        assert not future.done(), "an enqueued record no longer waits for linger_ms"
+        assert (await future).offset == metas[-1].offset + 1

@@ -293,6 +293,9 @@ class Producer:
         self._failure: BaseException | None = None
         self._failure_is_fatal = False  # _failure is a fatal transaction error
         self._close_task: asyncio.Future[None] | None = None
+        # The pending check of _expedite_when_idle (one at a time).
+        self._idle_check: asyncio.Handle | None = None
+        self._lingers = config.linger_ms > 0
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -450,6 +453,9 @@ class Producer:
                     await sender.stop()
                 await stop_tasks([self._sender_task])
             finally:
+                if self._idle_check is not None:
+                    self._idle_check.cancel()
+                    self._idle_check = None
                 await self._cluster.close()
                 self._state = "closed"
 
@@ -549,6 +555,8 @@ class Producer:
             ProducerClosedError: the producer is closed.
         """
         future = await self.enqueue(topic, value, key, headers, partition, timestamp_ms)
+        if self._lingers and not future.done():
+            self._expedite_when_idle()
         return await future
 
     async def send_record(self, record: ProducerRecord) -> RecordMetadata:
@@ -561,7 +569,38 @@ class Producer:
             record.partition,
             record.timestamp_ms,
         )
+        if self._lingers and not future.done():
+            self._expedite_when_idle()
         return await future
+
+    def _expedite_when_idle(self) -> None:
+        """A caller awaits a record's acknowledgement (:meth:`send`): once the event loop
+        has gone a whole turn without a record appended anywhere, nothing else is coming
+        to fill the open batches, so they are closed and go now instead of after
+        ``linger_ms``. While records keep arriving (concurrent senders, an
+        :meth:`enqueue` pipeline) the check is repeated each turn and batches linger as
+        configured. One check is pending at a time."""
+        if self._idle_check is None and self._loop is not None:
+            self._idle_check = self._loop.call_soon(self._check_idle, self._open_rooms())
+
+    def _open_rooms(self) -> list[tuple[Any, int]]:
+        """The open batches with their ``room`` (which every append changes)."""
+        acc = self._accumulator
+        if acc is None:
+            return []
+        return [(dq[-1], dq[-1].room) for dq in acc.batches.values() if dq and not dq[-1].closed]
+
+    def _check_idle(self, before: list[tuple[Any, int]]) -> None:
+        self._idle_check = None
+        now = self._open_rooms()
+        if now != before:  # records were appended during the last turn: look again
+            if now and self._loop is not None:
+                self._idle_check = self._loop.call_soon(self._check_idle, now)
+            return
+        if now and self._accumulator is not None:
+            for batch, _ in now:
+                batch.closed = True  # ready: the sender takes it on its next round
+            self._accumulator.wakeup.set()
 
     async def enqueue_record(self, record: ProducerRecord) -> asyncio.Future[RecordMetadata]:
         """:meth:`enqueue` for a :class:`ProducerRecord`."""
@@ -787,6 +826,8 @@ class Producer:
             partition=partition,
             timestamps_ms=timestamps_ms,
         )
+        if self._lingers and not future.done():
+            self._expedite_when_idle()
         return await future
 
     async def enqueue_batch(

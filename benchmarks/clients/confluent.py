@@ -379,7 +379,10 @@ async def _fastapi(spec: dict[str, Any]) -> dict[str, Any]:
         await request(0)
         latencies.clear()
         started = time.perf_counter()
-        for _ in range(spec["bursts"]):
+        for burst in range(spec["bursts"]):
+            if spec["tasks"] == 1:  # sequential: one awaited send after another
+                await request(burst)
+                continue
             async with asyncio.TaskGroup() as tg:
                 for i in range(spec["tasks"]):
                     tg.create_task(request(i))

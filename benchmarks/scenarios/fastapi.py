@@ -9,11 +9,14 @@ from benchmarks import settings
 from benchmarks.runner import Case, Context, Metric
 
 FAMILY = "fastapi"
-TITLE = "FastAPI pattern: 1,000 concurrent tasks, one send each"
+TITLE = "FastAPI pattern: awaited sends, 1,000 concurrent tasks or one at a time"
 ABOUT = (
     "What a web service does per request: {tasks:,} tasks are started at once, each sends "
     "one {size} B record and awaits its acknowledgement; when all are done the next "
-    "{tasks:,} start ({bursts} bursts, after one warm-up send). Producer settings as in the "
+    "{tasks:,} start ({bursts} bursts, after one warm-up send). The *sequential* case awaits "
+    "{sequential:,} sends one after another in one task (aiokafka's `send_and_wait` in a "
+    "loop), where a producer that waits out `linger.ms` for each record is slow. "
+    "Producer settings as in the "
     "produce scenario (`acks=all`, `linger.ms=5`, `batch.size=16384`, idempotence on). "
     "Ours: `await producer.send(...)`. aiokafka: `await producer.send_and_wait(...)`. "
     "confluent-kafka, the closest equivalent: its classic `Producer` bridged to asyncio "
@@ -55,9 +58,25 @@ async def cases(ctx: Context) -> list[Case]:
             topic=partial(ctx.create_topic, "fastapi", settings.PRODUCE_PARTITIONS),
             cleanup=ctx.delete_topic,
             clients=["ours", "ours_pure", "aiokafka", "confluent"],
-        )
+        ),
+        Case(
+            family=FAMILY,
+            name="sequential",
+            scenario="fastapi",
+            spec={"size": SIZE, "tasks": 1, "bursts": p.sequential_sends},
+            metrics=METRICS,
+            extract=_extract,
+            topic=partial(ctx.create_topic, "sequential", settings.PRODUCE_PARTITIONS),
+            cleanup=ctx.delete_topic,
+            clients=["ours", "ours_pure", "aiokafka", "confluent"],
+        ),
     ]
 
 
 def about(profile: settings.Profile) -> str:
-    return ABOUT.format(tasks=profile.fastapi_tasks, size=SIZE, bursts=profile.fastapi_bursts)
+    return ABOUT.format(
+        tasks=profile.fastapi_tasks,
+        size=SIZE,
+        bursts=profile.fastapi_bursts,
+        sequential=profile.sequential_sends,
+    )
