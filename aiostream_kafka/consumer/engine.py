@@ -29,7 +29,7 @@ from typing import Any
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.config import ClientConfig
-from aiostream_kafka.errors import KafkaError, reraisable
+from aiostream_kafka.errors import KafkaError, NothingToConsumeError, reraisable
 from aiostream_kafka.structs import TopicPartition
 
 from .config import ConsumerConfig
@@ -71,6 +71,8 @@ class FetchEngine:
         self.started = False
         self.closed = False
         self.mode: str | None = None
+        # Set by Consumer.subscribe(): partitions will come from the group.
+        self.subscribed = False
         # Set by Consumer.drain(): no more Fetch rounds; what is fetched is still handed out.
         self.draining = False
         self.partition_fetch_bytes = config.max_partition_fetch_bytes
@@ -150,6 +152,23 @@ class FetchEngine:
         if not self.started:
             raise ConsumerStateError(
                 "the consumer is not started: use 'async with Consumer(...)' or await start()"
+            )
+
+    def check_source(self) -> None:
+        """Called when an iterator first asks for records: raise rather than wait forever
+        when nothing is assigned and nothing subscribed (a closed consumer's iterators just
+        end).
+
+        Raises:
+            NothingToConsumeError: nothing assigned, nothing subscribed.
+        """
+        if not self.partitions and not self.subscribed and not self.closed:
+            raise NothingToConsumeError(
+                "nothing to consume: no partition is assigned and no topic subscribed. Call "
+                "consumer.subscribe([topic, ...]) (with a group_id) or "
+                "consumer.assign([TopicPartition(topic, partition), ...]) before iterating, "
+                'or give the topics to the constructor: Consumer("topic", '
+                "bootstrap_servers=..., group_id=...)"
             )
 
     def set_mode(self, mode: str) -> None:
