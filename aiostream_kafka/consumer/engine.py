@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 # partition of a response, KIP-74).
 _MIN_PARTITION_FETCH_BYTES = 64 * 1024
 _SESSION_CLOSE_TIMEOUT_MS = 1_000
+# An iterator that has waited this long (seconds) for records logs it: INFO the first time
+# in a quiet period, DEBUG after that (docs/concepts/backpressure.md, "An idle consumer").
+IDLE_LOG_S = 30.0
 
 
 class FetchEngine:
@@ -79,6 +82,7 @@ class FetchEngine:
         # Iterators waiting for records right now: the application is asking (poll
         # liveness, see ConsumerGroup.stalled).
         self.waiting = 0
+        self._idle_logged = False  # the INFO line of this quiet period was written
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -375,12 +379,38 @@ class FetchEngine:
                 return None
             ps = buffer.next_ready()
             if ps is not None:
+                self._idle_logged = False
                 return ps
             self.waiting += 1
             try:
-                await buffer.wait_data()
+                async with asyncio.timeout(IDLE_LOG_S):
+                    await buffer.wait_data()
+            except TimeoutError:
+                self._log_idle()
             finally:
                 self.waiting -= 1
+
+    def _log_idle(self) -> None:
+        """Say that an iterator has waited ``IDLE_LOG_S`` for records, and why it may."""
+        states = list(self.partitions.values())
+        at_end = sum(
+            1
+            for ps in states
+            if ps.high_watermark >= 0 and ps.delivered_position() == ps.high_watermark
+        )
+        paused = sum(1 for ps in states if ps.paused)
+        level = logging.DEBUG if self._idle_logged else logging.INFO
+        self._idle_logged = True
+        log.log(
+            level,
+            "consumer idle: no records for %g s from %d assigned partition(s): %d read to "
+            "their end (nothing new in them), %d paused%s",
+            IDLE_LOG_S,
+            len(states),
+            at_end,
+            paused,
+            "; waiting for the group to assign some" if self.subscribed and not states else "",
+        )
 
 
 def _check_partition(tp: Any) -> TopicPartition:
