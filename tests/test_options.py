@@ -407,3 +407,31 @@ def test_every_habit_names_a_call_that_really_is_missing() -> None:
             assert name not in dir(cls), f"{cls.__name__}.{name} exists: drop it from HABITS"
     for cls in (Producer, Consumer, Admin):
         assert inspect.iscoroutinefunction(cls.stop)
+
+
+@pytest.mark.parametrize(
+    ("aiokafka_class", "client"),
+    [
+        ("aiokafka:AIOKafkaProducer", "Producer"),
+        ("aiokafka:AIOKafkaConsumer", "Consumer"),
+        ("aiokafka.admin:AIOKafkaAdminClient", "Admin"),
+    ],
+)
+def test_every_aiokafka_option_is_an_option_here_or_explained(
+    aiokafka_class: str, client: Any
+) -> None:
+    module_name, _, name = aiokafka_class.partition(":")
+    module = pytest.importorskip(module_name)
+    params = inspect.signature(getattr(module, name).__init__).parameters
+    names = [p for p in params if p not in ("self", "topics")]  # topics: positional here too
+    ours = set(option_names(client))
+    for option in names:
+        if option in ours:
+            continue
+        with pytest.raises(ConfigError) as caught:
+            {"Producer": Producer, "Consumer": Consumer, "Admin": Admin}[client](
+                BS, **{option: None}
+            )
+        text = str(caught.value)
+        assert text.startswith(f"unknown {client} option `{option}`: aiokafka's"), text
+        assert "did you mean" not in text
