@@ -11,6 +11,8 @@ by error code are subclasses generated from Kafka's error table (see
 * :class:`KafkaTimeoutError` -- an operation that did not finish within its timeout;
 * :class:`BootstrapError` -- no bootstrap server answered within ``bootstrap_timeout_ms``;
 * :class:`ConfigError` -- a configuration value that is invalid, raised before any I/O;
+* :class:`ConsumerStateError` -- a consumer call that does not fit its state
+  (:class:`NothingToConsumeError`: iterating with nothing assigned or subscribed);
 * :class:`BrokerUnavailableError` -- the test harness could not provide a broker.
 """
 
@@ -96,6 +98,19 @@ class CommitFailedError(KafkaError):
 class FencedMemberError(KafkaError):
     """Another consumer joined with this member's ``group_instance_id`` (static membership):
     this one is fenced and stops. Not retriable: give each instance a unique id."""
+
+
+class ConsumerStateError(KafkaError):
+    """The call does not fit the consumer's state: a partition that is not assigned, an
+    iterator used before ``start()``, or two kinds of iterator mixed. (Also importable from
+    ``aiostream_kafka.consumer.errors``.)"""
+
+
+class NothingToConsumeError(ConsumerStateError):
+    """An iterator (``stream()``, ``batches()``, ``partitioned_stream()``, ``async for ...
+    in consumer``) was started on a consumer with nothing assigned and nothing subscribed:
+    it would wait forever. Call ``consumer.subscribe([...])`` (with a ``group_id``) or
+    ``consumer.assign([...])`` first, or give the topics to ``Consumer(...)``."""
 
 
 class UnsupportedVersionError(KafkaError):

@@ -42,7 +42,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 try:
     from fastapi import APIRouter, HTTPException
@@ -54,6 +54,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from aiostream_kafka.consumer import Consumer
 from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.options import ClientOptions, ConsumerOptions, ProducerOptions
 from aiostream_kafka.producer import Producer
 from aiostream_kafka.structs import Record
 
@@ -248,6 +249,12 @@ class KafkaIntegration:
             ``value_serializer``...).
         consumer_options: keyword options of :class:`Consumer` shared by every consumer
             (each consumer's own options override them).
+
+        The three mappings are typed (:class:`~aiostream_kafka.options.ClientOptions`,
+        :class:`~aiostream_kafka.options.ProducerOptions`,
+        :class:`~aiostream_kafka.options.ConsumerOptions`, generated from the config
+        classes), so a type checker flags a misspelled key; at run time an unknown key
+        raises ``ConfigError`` naming the closest option, as the clients do.
         drain_timeout_s: how long each consumer's drain may hand out fetched records on
             shutdown.
         handler_grace_s: how long a handler may take to return after its consumer was
@@ -257,16 +264,16 @@ class KafkaIntegration:
             :class:`~aiostream_kafka.ProducerClosedError`.
 
     Raises:
-        ConfigError: an invalid producer option (checked here, before any I/O).
+        ConfigError: an invalid or unknown producer option (checked here, before any I/O).
     """
 
     def __init__(
         self,
         bootstrap_servers: str | Collection[str],
         *,
-        client_options: Mapping[str, Any] | None = None,
-        producer_options: Mapping[str, Any] | None = None,
-        consumer_options: Mapping[str, Any] | None = None,
+        client_options: ClientOptions | None = None,
+        producer_options: ProducerOptions | None = None,
+        consumer_options: ConsumerOptions | None = None,
         drain_timeout_s: float = 30.0,
         handler_grace_s: float = 10.0,
         producer_close_timeout_s: float = 30.0,
@@ -280,7 +287,8 @@ class KafkaIntegration:
         self.drain_timeout_s = drain_timeout_s
         self.handler_grace_s = handler_grace_s
         self.producer_close_timeout_s = producer_close_timeout_s
-        Producer(self.bootstrap_servers, **self.producer_options)  # validate the options now
+        # Validate the options now.
+        Producer(bootstrap_servers=self.bootstrap_servers, **self.producer_options)
         self._specs: list[_ConsumerSpec] = []
         self._state = "new"
         self._producer: Producer | None = None
@@ -296,7 +304,7 @@ class KafkaIntegration:
         group_id: str | None = None,
         pattern: str | None = None,
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> Callable[[ConsumerHandler], ConsumerHandler]:
         """Decorate ``async def handler(consumer: Consumer) -> None`` to run it, for the
         app's lifetime, with a started :class:`Consumer` of its own.
@@ -317,8 +325,8 @@ class KafkaIntegration:
             raise ConfigError("subscribing to topics or a pattern needs a group_id")
         if topic_list and pattern is not None:
             raise ConfigError("give topics or a pattern, not both")
-        merged = {**self.consumer_options, **options}
-        Consumer(self.bootstrap_servers, group_id=group_id, **merged)  # validate the options
+        merged: dict[str, Any] = {**self.consumer_options, **options}
+        Consumer(bootstrap_servers=self.bootstrap_servers, group_id=group_id, **merged)  # validate
 
         def decorate(handler: ConsumerHandler) -> ConsumerHandler:
             self._add(
@@ -343,7 +351,7 @@ class KafkaIntegration:
         commit_every: int = 1000,
         commit_within_s: float = 5.0,
         name: str | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> Callable[[RecordHandler], RecordHandler]:
         """Decorate ``async def handler(record: Record) -> None`` to call it for every
         record of ``topics`` in the consumer group ``group_id``, one at a time.
@@ -427,13 +435,15 @@ class KafkaIntegration:
     async def _startup(self) -> None:
         self._state = "starting"
         self._running = []
-        producer = Producer(self.bootstrap_servers, **self.producer_options)
+        producer = Producer(bootstrap_servers=self.bootstrap_servers, **self.producer_options)
         self._producer = producer
         try:
             await producer.start()
             self._accepting = True
             for spec in self._specs:
-                consumer = Consumer(self.bootstrap_servers, group_id=spec.group_id, **spec.options)
+                consumer = Consumer(
+                    bootstrap_servers=self.bootstrap_servers, group_id=spec.group_id, **spec.options
+                )
                 running = _RunningConsumer(spec, consumer, self)
                 self._running.append(running)  # from now on the shutdown closes it
                 await consumer.start()

@@ -114,6 +114,12 @@ class Record:
 
     __hash__ = None  # type: ignore[assignment]  # mutable and compared by value
 
+    @property
+    def timestamp(self) -> int:
+        """``timestamp_ms`` under aiokafka's name (``ConsumerRecord.timestamp``): the
+        record's timestamp in ms since the epoch, -1 when it has none. Read-only."""
+        return self.timestamp_ms
+
     def __repr__(self) -> str:
         return (
             "Record("

@@ -1,7 +1,7 @@
 """Generate ``docs/configuration.md`` from the config classes.
 
 Names, types and defaults come from the code (``ClientConfig``, ``ProducerConfig``,
-``ConsumerConfig`` and the consumer's group options); the units and the descriptions are
+``ConsumerConfig`` and ``GroupOptions``); the units and the descriptions are
 written here, one entry per option. The script refuses to run when an option of the code
 has no entry here or an entry names an option the code does not have, so a new option
 cannot go undocumented and a removed one cannot linger.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from aiostream_kafka.config import ClientConfig  # noqa: E402
 from aiostream_kafka.consumer import Consumer, ConsumerConfig  # noqa: E402
-from aiostream_kafka.consumer.group import GROUP_OPTIONS, group_config  # noqa: E402
+from aiostream_kafka.consumer.config import GroupOptions  # noqa: E402
 from aiostream_kafka.producer import ProducerConfig  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "configuration.md"
@@ -339,10 +339,10 @@ CONSUMER_OPTIONS: dict[str, tuple[str, str]] = {
     ),
 }
 
-# The group options are keyword options of Consumer, valid only with a group_id.
-GROUP_OPTION_DOCS: dict[str, tuple[str, str, str]] = {  # name -> (type, unit, description)
+# The group options (GroupOptions) are keyword options of Consumer, which only a
+# group_id lets differ from their defaults.
+GROUP_OPTION_DOCS: dict[str, tuple[str, str]] = {
     "group_instance_id": (
-        "str | None",
         "",
         "Static membership (KIP-345): a stable id per instance. A static member does not"
         " leave the group on close, so a restart within `session_timeout_ms` gets the same"
@@ -350,21 +350,18 @@ GROUP_OPTION_DOCS: dict[str, tuple[str, str, str]] = {  # name -> (type, unit, d
         " first (`FencedMemberError`).",
     ),
     "session_timeout_ms": (
-        "int",
         "ms",
         "How long the coordinator keeps a member that sends no heartbeat before it removes"
         " the member and rebalances. Brokers bound it (`group.min.session.timeout.ms`,"
         " `group.max.session.timeout.ms`).",
     ),
     "heartbeat_interval_ms": (
-        "int",
         "ms",
         "Time between two heartbeats. Heartbeats run in their own task, through rebalances"
         " and callbacks, and never wait for record processing. Must be below"
         " `session_timeout_ms`.",
     ),
     "max_poll_interval_ms": (
-        "int",
         "ms",
         "Poll liveness, as in the Java client: when the application has not asked for"
         " records for this long (no iterator waiting, none handed out), or one of its"
@@ -372,7 +369,6 @@ GROUP_OPTION_DOCS: dict[str, tuple[str, str, str]] = {  # name -> (type, unit, d
         " again (see Rebalances). Also sent as the rebalance timeout.",
     ),
     "partition_assignment_strategy": (
-        "str | list[str]",
         "",
         '`"cooperative-sticky"`, `"range"` or `"roundrobin"`, or a list of them in'
         " order of preference. Cooperative (incremental) rebalancing is used when every"
@@ -380,7 +376,6 @@ GROUP_OPTION_DOCS: dict[str, tuple[str, str, str]] = {  # name -> (type, unit, d
         " rebalance (eager).",
     ),
     "auto_commit_interval_ms": (
-        "int",
         "ms",
         "With `enable_auto_commit`, time between two background commits of the delivered"
         " positions.",
@@ -435,20 +430,6 @@ def _field_defaults(cls: type) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def group_defaults() -> dict[str, Any]:
-    """The group options' defaults, as the consumer applies them to empty options."""
-    config, names, interval = group_config("group", {}, 300_000, 60_000)
-    strategy: Any = names[0] if len(names) == 1 else names
-    return {
-        "group_instance_id": config.group_instance_id,
-        "session_timeout_ms": config.session_timeout_ms,
-        "heartbeat_interval_ms": config.heartbeat_interval_ms,
-        "max_poll_interval_ms": config.rebalance_timeout_ms,
-        "partition_assignment_strategy": strategy,
-        "auto_commit_interval_ms": interval,
-    }
-
-
 def collect() -> dict[str, list[tuple[str, str, Any, str, str]]]:
     """Section -> rows of (name, type, default, unit, description), checked against the
     code; raises ``SystemExit`` naming what is undocumented or out of step."""
@@ -483,22 +464,11 @@ def collect() -> dict[str, list[tuple[str, str, Any, str, str]]]:
                     f"Consumer({name}=...) defaults to {param.default!r} but ConsumerConfig"
                     f" to {consumer_fields[name][1]!r}"
                 )
-    defaults = group_defaults()
-    if set(GROUP_OPTIONS) != set(GROUP_OPTION_DOCS):
-        problems.append(
-            f"group options in the code {sorted(GROUP_OPTIONS)} differ from those documented"
-            f" {sorted(GROUP_OPTION_DOCS)}"
-        )
-    group_rows = [
-        (name, GROUP_OPTION_DOCS[name][0], defaults[name], *GROUP_OPTION_DOCS[name][1:])
-        for name in GROUP_OPTIONS
-        if name in GROUP_OPTION_DOCS
-    ]
     sections = {
         "client": rows("ClientConfig", client_fields, CLIENT_OPTIONS),
         "producer": rows("ProducerConfig", producer_fields, PRODUCER_OPTIONS),
         "consumer": rows("ConsumerConfig", consumer_fields, CONSUMER_OPTIONS),
-        "group": group_rows,
+        "group": rows("GroupOptions", _field_defaults(GroupOptions), GROUP_OPTION_DOCS),
     }
     if problems:
         raise SystemExit("gen_config_docs: " + "\n  ".join(["code and docs disagree:", *problems]))
@@ -522,11 +492,16 @@ HEADER = """\
      Run `python tools/gen_config_docs.py` after changing an option; tests/test_docs.py
      fails while this page is stale. -->
 
-Every option is a keyword argument of the client's constructor. Names are Kafka's own
-settings in snake_case (`linger.ms` becomes `linger_ms`); times are in milliseconds and
-sizes in bytes, as in Kafka. Every value is checked when the client is constructed, before
-any network I/O: a wrong type or value, an unknown name, or two settings that contradict
-each other raise `ConfigError` naming the option and what it accepts.
+Every option is a typed keyword parameter of the client's constructor, with the default
+shown here and the description in its docstring (so editors complete them and type
+checkers flag a misspelled one). Names are Kafka's own settings in snake_case
+(`linger.ms` becomes `linger_ms`); times are in milliseconds and sizes in bytes, as in
+Kafka. Every value is checked when the client is constructed, before any network I/O: a
+wrong type or value, or two settings that contradict each other raise `ConfigError`
+naming the option and what it accepts. A name that is not an option raises `ConfigError`
+saying what to write instead: the closest option (`lingerms`: did you mean
+`linger_ms`?), the equivalent of an aiokafka or Java setting (`max_batch_size` and
+`linger.ms` are `batch_size` and `linger_ms`), or why there is none (`max_poll_records`).
 
 ```python
 Producer(bootstrap_servers="127.0.0.1:9092", client_id="billing", linger_ms=20)
@@ -545,14 +520,14 @@ SECTIONS = [
     (
         "producer",
         "Producer",
-        "`Producer(bootstrap_servers, **options)`: the common options above and these"
+        "`Producer(bootstrap_servers, *, ...)`: the common options above and these"
         " (class `aiostream_kafka.producer.ProducerConfig`). The defaults are those of Kafka"
         " 4's Java producer.",
     ),
     (
         "consumer",
         "Consumer",
-        "`Consumer(bootstrap_servers, **options)`: the common options above and these"
+        "`Consumer(*topics, bootstrap_servers=..., ...)`: the common options above and these"
         " (class `aiostream_kafka.consumer.ConsumerConfig`). `max_prefetch_batches`,"
         " `max_prefetch_bytes` and `poll_interval_ms` are this client's own; see"
         " [Backpressure and prefetch](concepts/backpressure.md).",
@@ -560,15 +535,17 @@ SECTIONS = [
     (
         "group",
         "Consumer group options",
-        "Keyword options of `Consumer` accepted only together with a `group_id` (a"
-        " `ConfigError` otherwise); see [Rebalances](concepts/rebalances.md).",
+        "Keyword options of `Consumer` (class"
+        " `aiostream_kafka.consumer.config.GroupOptions`) that only a consumer with a"
+        " `group_id` may change from their defaults (a `ConfigError` otherwise); see"
+        " [Rebalances](concepts/rebalances.md).",
     ),
 ]
 
 FOOTER = """
 ## Admin
 
-`Admin(bootstrap_servers, **options)` takes the common options only. Its calls that wait
+`Admin(bootstrap_servers, *, ...)` takes the common options only. Its calls that wait
 for the cluster take an optional `timeout_ms` argument of their own, which replaces
 `default_api_timeout_ms` for that call.
 """

@@ -9,13 +9,14 @@ raises :class:`ConfigError` naming the setting, the value and what is accepted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.serde import Deserializer
 
-__all__ = ["AUTO_OFFSET_RESET", "ISOLATION_LEVELS", "ConsumerConfig"]
+__all__ = ["AUTO_OFFSET_RESET", "ISOLATION_LEVELS", "ConsumerConfig", "GroupOptions"]
 
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 AUTO_OFFSET_RESET = ("earliest", "latest", "none")
@@ -113,3 +114,31 @@ class ConsumerConfig:
     def isolation(self) -> int:
         """The wire value of ``isolation_level`` (0 or 1)."""
         return ISOLATION_LEVELS[self.isolation_level]
+
+
+@dataclass(slots=True)
+class GroupOptions:
+    """The consumer group settings: keyword options of ``Consumer`` that take effect (and
+    may differ from their defaults) only with a ``group_id``.
+
+    ``max_poll_interval_ms`` is also the rebalance timeout sent in JoinGroup;
+    ``partition_assignment_strategy`` is one assignor name or a list in order of
+    preference. The values are checked where the group settings are built
+    (``consumer.group.group_config``).
+    """
+
+    group_instance_id: str | None = None
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    partition_assignment_strategy: str | Sequence[str] = "cooperative-sticky"
+    auto_commit_interval_ms: int = 5_000
+
+    def changed(self) -> list[str]:
+        """The names of the options that differ from their defaults."""
+        defaults = GroupOptions()
+        return [
+            name
+            for name in self.__dataclass_fields__
+            if getattr(self, name) != getattr(defaults, name)
+        ]

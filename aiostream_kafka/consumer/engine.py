@@ -29,7 +29,7 @@ from typing import Any
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import stop_tasks
 from aiostream_kafka.config import ClientConfig
-from aiostream_kafka.errors import KafkaError, reraisable
+from aiostream_kafka.errors import KafkaError, NothingToConsumeError, reraisable
 from aiostream_kafka.structs import TopicPartition
 
 from .config import ConsumerConfig
@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 # partition of a response, KIP-74).
 _MIN_PARTITION_FETCH_BYTES = 64 * 1024
 _SESSION_CLOSE_TIMEOUT_MS = 1_000
+# An iterator that has waited this long (seconds) for records logs it: INFO the first time
+# in a quiet period, DEBUG after that (docs/concepts/backpressure.md, "An idle consumer").
+IDLE_LOG_S = 30.0
 
 
 class FetchEngine:
@@ -71,12 +74,15 @@ class FetchEngine:
         self.started = False
         self.closed = False
         self.mode: str | None = None
+        # Set by Consumer.subscribe(): partitions will come from the group.
+        self.subscribed = False
         # Set by Consumer.drain(): no more Fetch rounds; what is fetched is still handed out.
         self.draining = False
         self.partition_fetch_bytes = config.max_partition_fetch_bytes
         # Iterators waiting for records right now: the application is asking (poll
         # liveness, see ConsumerGroup.stalled).
         self.waiting = 0
+        self._idle_logged = False  # the INFO line of this quiet period was written
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -150,6 +156,23 @@ class FetchEngine:
         if not self.started:
             raise ConsumerStateError(
                 "the consumer is not started: use 'async with Consumer(...)' or await start()"
+            )
+
+    def check_source(self) -> None:
+        """Called when an iterator first asks for records: raise rather than wait forever
+        when nothing is assigned and nothing subscribed (a closed consumer's iterators just
+        end).
+
+        Raises:
+            NothingToConsumeError: nothing assigned, nothing subscribed.
+        """
+        if not self.partitions and not self.subscribed and not self.closed:
+            raise NothingToConsumeError(
+                "nothing to consume: no partition is assigned and no topic subscribed. Call "
+                "consumer.subscribe([topic, ...]) (with a group_id) or "
+                "consumer.assign([TopicPartition(topic, partition), ...]) before iterating, "
+                'or give the topics to the constructor: Consumer("topic", '
+                "bootstrap_servers=..., group_id=...)"
             )
 
     def set_mode(self, mode: str) -> None:
@@ -356,12 +379,38 @@ class FetchEngine:
                 return None
             ps = buffer.next_ready()
             if ps is not None:
+                self._idle_logged = False
                 return ps
             self.waiting += 1
             try:
-                await buffer.wait_data()
+                async with asyncio.timeout(IDLE_LOG_S):
+                    await buffer.wait_data()
+            except TimeoutError:
+                self._log_idle()
             finally:
                 self.waiting -= 1
+
+    def _log_idle(self) -> None:
+        """Say that an iterator has waited ``IDLE_LOG_S`` for records, and why it may."""
+        states = list(self.partitions.values())
+        at_end = sum(
+            1
+            for ps in states
+            if ps.high_watermark >= 0 and ps.delivered_position() == ps.high_watermark
+        )
+        paused = sum(1 for ps in states if ps.paused)
+        level = logging.DEBUG if self._idle_logged else logging.INFO
+        self._idle_logged = True
+        log.log(
+            level,
+            "consumer idle: no records for %g s from %d assigned partition(s): %d read to "
+            "their end (nothing new in them), %d paused%s",
+            IDLE_LOG_S,
+            len(states),
+            at_end,
+            paused,
+            "; waiting for the group to assign some" if self.subscribed and not states else "",
+        )
 
 
 def _check_partition(tp: Any) -> TopicPartition:

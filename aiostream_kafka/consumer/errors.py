@@ -6,7 +6,7 @@ caller can ``seek`` past the problem.
 
 from __future__ import annotations
 
-from aiostream_kafka.errors import CorruptRecordError, KafkaError
+from aiostream_kafka.errors import ConsumerStateError, CorruptRecordError, KafkaError
 from aiostream_kafka.protocol.error_codes import UnknownTopicOrPartitionError
 from aiostream_kafka.structs import TopicPartition
 
@@ -34,11 +34,6 @@ class RebalanceCallbackError(KafkaError):
     the ``__cause__``). The consumer stops: its iterators raise this error and
     ``health()`` is unhealthy, rather than own partitions it may not be set up to read.
     Close it and start a new one once the callback is fixed."""
-
-
-class ConsumerStateError(KafkaError):
-    """The call does not fit the consumer's state: a partition that is not assigned, an
-    iterator used before ``start()``, or two kinds of iterator mixed."""
 
 
 class NoOffsetForPartitionError(PartitionError):

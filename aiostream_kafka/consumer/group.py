@@ -45,6 +45,7 @@ from aiostream_kafka.group.assignors import assignor_for
 from aiostream_kafka.group.coordinator import GroupConfig, GroupCoordinator, GroupState
 from aiostream_kafka.structs import TopicPartition
 
+from .config import GroupOptions
 from .engine import FetchEngine
 from .errors import RebalanceCallbackError
 
@@ -52,14 +53,7 @@ log = logging.getLogger(__name__)
 
 Callback = Callable[[frozenset[TopicPartition]], Awaitable[None]]
 
-GROUP_OPTIONS = (
-    "group_instance_id",
-    "session_timeout_ms",
-    "heartbeat_interval_ms",
-    "max_poll_interval_ms",
-    "partition_assignment_strategy",
-    "auto_commit_interval_ms",
-)
+GROUP_OPTIONS = tuple(GroupOptions.__dataclass_fields__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +71,9 @@ class ConsumerHealth:
     from consuming in a way a restart may cure (it left its group on a poll timeout, its
     committed offsets cannot be read); ``broker_errors`` the brokers failing the fetches
     of their partitions right now (their partitions are not read meanwhile; a restart
-    would not help, so they do not make the member unhealthy).
+    would not help, so they do not make the member unhealthy); ``missing_topics`` the
+    subscribed topics the cluster does not have (a typo, or not created yet: nothing is
+    read from them, and a WARNING names them every 30 s; a restart would not help either).
     """
 
     state: str
@@ -92,6 +88,7 @@ class ConsumerHealth:
     problem: str | None = None
     last_progress_at: float | None = None
     broker_errors: tuple[str, ...] = ()
+    missing_topics: frozenset[str] = frozenset()
 
     @property
     def healthy(self) -> bool:
@@ -116,23 +113,27 @@ def broker_errors(engine: FetchEngine) -> tuple[str, ...]:
 
 
 def group_config(
-    group_id: str, options: dict[str, object], metadata_max_age_ms: int, default_api_timeout_ms: int
+    group_id: str, options: GroupOptions, metadata_max_age_ms: int, default_api_timeout_ms: int
 ) -> tuple[GroupConfig, list[str], int]:
-    """Build the group settings from the consumer's options (removing them from
-    ``options``); return them, the assignor names and ``auto_commit_interval_ms``."""
-    strategy = options.pop("partition_assignment_strategy", "cooperative-sticky")
-    names = [strategy] if isinstance(strategy, str) else list(strategy)  # type: ignore[call-overload]
+    """Check the group options and build the group settings from them; return them, the
+    assignor names and ``auto_commit_interval_ms``.
+
+    Raises:
+        ConfigError: an unknown assignor, or an invalid value.
+    """
+    strategy = options.partition_assignment_strategy
+    names = [strategy] if isinstance(strategy, str) else list(strategy)
     for name in names:
         assignor_for(name)  # ConfigError for an unknown one
-    interval = options.pop("auto_commit_interval_ms", 5_000)
+    interval = options.auto_commit_interval_ms
     if isinstance(interval, bool) or not isinstance(interval, int) or interval <= 0:
         raise ConfigError(f"auto_commit_interval_ms must be a positive int, got {interval!r}")
     config = GroupConfig(
         group_id=group_id,
-        group_instance_id=options.pop("group_instance_id", None),  # type: ignore[arg-type]
-        session_timeout_ms=options.pop("session_timeout_ms", 45_000),  # type: ignore[arg-type]
-        heartbeat_interval_ms=options.pop("heartbeat_interval_ms", 3_000),  # type: ignore[arg-type]
-        rebalance_timeout_ms=options.pop("max_poll_interval_ms", 300_000),  # type: ignore[arg-type]
+        group_instance_id=options.group_instance_id,
+        session_timeout_ms=options.session_timeout_ms,
+        heartbeat_interval_ms=options.heartbeat_interval_ms,
+        rebalance_timeout_ms=options.max_poll_interval_ms,
         metadata_check_interval_ms=metadata_max_age_ms,
         default_api_timeout_ms=default_api_timeout_ms,
     )
@@ -288,9 +289,7 @@ class ConsumerGroup:
         handed out since the previous sample."""
         now = time.monotonic()
         engine = self.engine
-        progress = {
-            tp: (id(ps.head), ps.head_index) for tp, ps in engine.partitions.items()
-        }
+        progress = {tp: (id(ps.head), ps.head_index) for tp, ps in engine.partitions.items()}
         previous = self._progress
         # Progress is a record handed out of a partition owned at both samples (partitions
         # coming and going are the group's doing, not the application's).
@@ -426,4 +425,5 @@ class ConsumerGroup:
             problem=problem,
             last_progress_at=self.engine.buffer.metrics.last_progress_at or None,
             broker_errors=broker_errors(self.engine),
+            missing_topics=c.missing_topics,
         )

@@ -91,10 +91,11 @@ class RecordStream:
     around it) leaves the iterator usable. Ends when the consumer closes.
     """
 
-    __slots__ = ("_buffer", "_engine", "_head", "_kd", "_plain", "_ps", "_vd")
+    __slots__ = ("_buffer", "_engine", "_head", "_kd", "_plain", "_ps", "_started", "_vd")
 
     def __init__(self, engine: FetchEngine) -> None:
         self._engine = engine
+        self._started = False  # the first __anext__ checks that there is anything to read
         self._buffer = engine.buffer
         self._kd = engine.config.key_deserializer
         self._vd = engine.config.value_deserializer
@@ -110,6 +111,7 @@ class RecordStream:
 
         Raises:
             StopAsyncIteration: the consumer closed.
+            NothingToConsumeError: at the first call, nothing is assigned or subscribed.
             KafkaError: an error queued for a partition, or the consumer's fatal error.
         """
         ps = self._ps
@@ -128,6 +130,9 @@ class RecordStream:
     async def _next_slow(self) -> Record:
         engine = self._engine
         buffer = self._buffer
+        if not self._started:
+            engine.check_source()
+            self._started = True
         ps = self._ps
         if ps is not None:
             self._ps = None
@@ -159,10 +164,11 @@ class BatchStream:
     """``Consumer.batches()``: one partition's records of one Fetch per item (see the
     module doc). Ends when the consumer closes."""
 
-    __slots__ = ("_engine", "_kd", "_plain", "_vd")
+    __slots__ = ("_engine", "_kd", "_plain", "_started", "_vd")
 
     def __init__(self, engine: FetchEngine) -> None:
         self._engine = engine
+        self._started = False
         self._kd = engine.config.key_deserializer
         self._vd = engine.config.value_deserializer
         self._plain = self._kd is None and self._vd is None
@@ -175,10 +181,14 @@ class BatchStream:
 
         Raises:
             StopAsyncIteration: the consumer closed.
+            NothingToConsumeError: at the first call, nothing is assigned or subscribed.
             KafkaError: an error queued for a partition, or the consumer's fatal error.
         """
         engine = self._engine
         buffer = engine.buffer
+        if not self._started:
+            engine.check_source()
+            self._started = True
         while True:
             engine.check_usable()
             ps = await engine.next_partition()
@@ -349,6 +359,7 @@ class PartitionedStream:
         engine.check_usable()
         engine.set_mode("partitioned")
         self._engine = engine
+        self._started = False
 
     def __aiter__(self) -> PartitionedStream:
         return self
@@ -358,9 +369,13 @@ class PartitionedStream:
 
         Raises:
             StopAsyncIteration: the consumer closed.
+            NothingToConsumeError: at the first call, nothing is assigned or subscribed.
             BaseException: the consumer's fatal error.
         """
         engine = self._engine
+        if not self._started:
+            engine.check_source()
+            self._started = True
         while True:
             if engine.fatal is not None:
                 raise engine.fatal

@@ -70,6 +70,10 @@ from aiostream_kafka.structs import TopicPartition
 log = logging.getLogger(__name__)
 
 _PROTOCOL_TYPE = "consumer"
+# A subscribed topic missing from the cluster: looked for this often (seconds) while it is
+# missing, and the WARNING naming it repeated this often while it stays missing.
+MISSING_TOPIC_CHECK_S = 5.0
+MISSING_TOPIC_WARN_S = 30.0
 _GROUP_KEY_TYPE = 0
 # Errors after which the coordinator must be looked up again.
 _COORDINATOR_MOVED = (14, 15, 16)  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
@@ -189,6 +193,10 @@ class GroupCoordinator:
         self._pattern: re.Pattern[str] | None = None
         self._subscribed: frozenset[str] = frozenset()  # topics the subscription matches now
         self._group_topics: dict[str, int] = {}  # leader: partition counts it assigned from
+        # Subscribed topics the cluster's metadata does not have (a typo, or not created
+        # yet); shown by health(), logged at WARNING every MISSING_TOPIC_WARN_S.
+        self.missing_topics: frozenset[str] = frozenset()
+        self._missing_warned_at = 0.0
         self._coordinator_id: int | None = None
         self._rejoin = asyncio.Event()
         # Set from SyncGroup's answer until the next JoinGroup is sent: heartbeats flow.
@@ -355,8 +363,11 @@ class GroupCoordinator:
                 await asyncio.sleep(backoff)
         while not self._closing:
             if self.state is GroupState.STABLE and not self._rejoin.is_set():
+                # A missing subscribed topic is looked for more often, so that it is
+                # consumed soon after it is created (and the warning repeats).
+                wait = min(interval, MISSING_TOPIC_CHECK_S) if self.missing_topics else interval
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(interval):
+                    async with asyncio.timeout(wait):
                         await self._rejoin.wait()
                 if not self._rejoin.is_set():
                     await self._check_metadata()
@@ -366,6 +377,12 @@ class GroupCoordinator:
             if self.left_reason is not None:
                 await self._resume.wait()  # until the application asks for records again
                 continue
+            if self._pattern is None:
+                try:
+                    await self._refresh_subscription()  # notes (and logs) missing topics
+                except KafkaError as exc:
+                    log.debug("group %s: metadata of the subscription: %s",
+                              self.config.group_id, exc)  # fmt: skip
             try:
                 await self._join_and_sync()
                 backoff = self.config.retry_backoff_ms / 1000
@@ -422,6 +439,13 @@ class GroupCoordinator:
         if self._pattern is None:
             snapshot = await self.cluster.refresh(self._topics)
             matched = self._topics
+            missing = frozenset(
+                t
+                for t in self._topics
+                if t not in snapshot.topics or snapshot.topics[t].error_code != 0
+            )
+            if self._note_missing(missing):
+                return True  # a missing topic exists now: its partitions need assigning
         else:
             snapshot = await self.cluster.refresh(all_topics=True)
             matched = frozenset(
@@ -433,6 +457,27 @@ class GroupCoordinator:
         self._subscribed = matched
         del snapshot
         return changed
+
+    def _note_missing(self, missing: frozenset[str]) -> bool:
+        """Record which subscribed topics the metadata lacks; log a WARNING naming them when
+        that set changes and every ``MISSING_TOPIC_WARN_S`` while it persists. Return True
+        when a topic missing before exists now."""
+        now = time.monotonic()
+        appeared = self.missing_topics - missing
+        if missing and (
+            missing != self.missing_topics or now - self._missing_warned_at >= MISSING_TOPIC_WARN_S
+        ):
+            log.warning(
+                "group %s: subscribed topic(s) %s do not exist: nothing is consumed from them "
+                "(a typo, or not created yet; looked for again every %g s)",
+                self.config.group_id, ", ".join(sorted(missing)), MISSING_TOPIC_CHECK_S,
+            )  # fmt: skip
+            self._missing_warned_at = now
+        if appeared:
+            log.info("group %s: subscribed topic(s) %s exist now",
+                     self.config.group_id, ", ".join(sorted(appeared)))  # fmt: skip
+        self.missing_topics = missing
+        return bool(appeared)
 
     async def _check_metadata(self) -> None:
         """Rejoin when this member's pattern matches other topics, or (leader) when a topic
@@ -782,4 +827,3 @@ def _decode_assignment(raw: bytes | memoryview) -> frozenset[TopicPartition]:
     return frozenset(
         TopicPartition(tp.topic, p) for tp in assignment.assigned_partitions for p in tp.partitions
     )
-

@@ -11,24 +11,26 @@ import asyncio
 import collections
 import itertools
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Never
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
 from aiostream_kafka.concurrency import retrieve, shielded, stop_tasks
-from aiostream_kafka.config import ClientConfig, split_client_options
+from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     ClientClosedError,
-    ConfigError,
     KafkaError,
     KafkaTimeoutError,
     reraisable,
 )
+from aiostream_kafka.habits import missing_attribute
+from aiostream_kafka.options import check_options
 from aiostream_kafka.producer.accumulator import (
     PLAIN_OVERHEAD,
     Accumulator,
@@ -48,7 +50,7 @@ from aiostream_kafka.producer.transactions import (
     TransactionStateError,
 )
 from aiostream_kafka.protocol import error_codes as ec
-from aiostream_kafka.serde import serialize
+from aiostream_kafka.serde import Serializer, serialize
 from aiostream_kafka.structs import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -220,11 +222,8 @@ class Producer:
     """An asyncio Kafka producer.
 
     Use as ``async with Producer(bootstrap_servers="host:9092") as producer: ...``.
-    Options are those of :class:`~aiostream_kafka.config.ClientConfig` (``client_id``,
-    ``request_timeout_ms``, ``retry_backoff_ms``...) and of
-    :class:`~aiostream_kafka.producer.config.ProducerConfig` (``acks``, ``linger_ms``,
-    ``batch_size``, ``buffer_memory``, ``max_block_ms``, ``compression_type``,
-    ``enable_idempotence``, ``key_serializer``, ``value_serializer``...).
+    Every option is a keyword parameter of the constructor, whose docstring says what each
+    does; see also docs/configuration.md.
 
     Leaving ``async with`` delivers everything buffered, then closes; :meth:`close` with a
     timeout fails what is left after it.
@@ -240,15 +239,226 @@ class Producer:
         ConfigError: an unknown or invalid option, before any network I/O.
     """
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], **options: Any) -> None:
-        client_options, producer_options = split_client_options(options)
-        try:
-            self.client_config = ClientConfig(bootstrap_servers=bootstrap_servers, **client_options)
-            self.config = ProducerConfig(
-                request_timeout_ms=self.client_config.request_timeout_ms, **producer_options
-            )
-        except TypeError as exc:
-            raise ConfigError(f"unknown Producer option: {exc}") from None
+    # BEGIN GENERATED __init__ (tools/gen_signatures.py; do not edit by hand)
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        client_id: str = "aiostream-kafka",
+        request_timeout_ms: int = 30_000,
+        socket_connection_setup_timeout_ms: int = 10_000,
+        reconnect_backoff_ms: int = 50,
+        reconnect_backoff_max_ms: int = 1000,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 1000,
+        metadata_max_age_ms: int = 300_000,
+        metadata_max_idle_ms: int = 300_000,
+        default_api_timeout_ms: int = 60_000,
+        bootstrap_timeout_ms: int = 10_000,
+        connections_max_idle_ms: int = 540_000,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
+        max_pipelined_requests: int = 100,
+        acks: int | str = "all",
+        linger_ms: int = 5,
+        batch_size: int = 16_384,
+        buffer_memory: int = 33_554_432,
+        max_block_ms: int = 60_000,
+        max_request_size: int = 1_048_576,
+        compression_type: str | None = None,
+        compression_level: int | None = None,
+        enable_idempotence: bool | None = None,
+        max_in_flight_requests_per_connection: int = 5,
+        delivery_timeout_ms: int = 120_000,
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
+        **unknown: Never,
+    ) -> None:
+        """Create a producer; it connects in :meth:`start` (or ``async with``).
+
+        Args:
+            bootstrap_servers: Where to find the cluster: `"host:port[,host:port]"` or a list of
+                `"host:port"` (IPv6 hosts in brackets: `"[::1]:9092"`). After the first metadata
+                answer the client talks to the brokers the metadata names, and falls back to these
+                addresses only when none of those answers. (required)
+            client_id: Sent in the header of every request; brokers show it in their logs and
+                request metrics and apply client quotas by it. (default `'aiostream-kafka'`)
+            request_timeout_ms: How long to wait for the answer to one request. When it runs out the
+                connection is closed and every request in flight on it fails with a retriable
+                `NetworkError`, which the caller retries within its own deadline. A Fetch gets
+                `fetch_max_wait_ms` on top, since the broker may hold it that long. The producer
+                uses the same value for its Produce requests. (ms, default `30000` (30 s))
+            socket_connection_setup_timeout_ms: How long opening one connection (TCP connect, and
+                the TLS handshake with `SSL`) may take before it fails with `KafkaTimeoutError`.
+                (ms, default `10000` (10 s))
+            reconnect_backoff_ms: Wait before connecting again to an address whose last attempt
+                failed; it doubles with each further failure up to `reconnect_backoff_max_ms`, with
+                ±20 % jitter. (ms, default `50`)
+            reconnect_backoff_max_ms: Upper bound of the reconnect back-off. Must be at least
+                `reconnect_backoff_ms`. (ms, default `1000` (1 s))
+            retry_backoff_ms: First wait before retrying an operation that failed with a retriable
+                error (metadata refreshes, Admin calls, offset lookups, produce retries); it doubles
+                with each further failure up to `retry_backoff_max_ms`. (ms, default `100`)
+            retry_backoff_max_ms: Upper bound of the retry back-off. (ms, default `1000` (1 s))
+            metadata_max_age_ms: Cluster metadata older than this is refreshed even when no error
+                asked for it. A consumer subscribed with a `pattern` also looks for new matching
+                topics this often. (ms, default `300000` (5 min))
+            metadata_max_idle_ms: A topic the producer has not sent to for this long is dropped from
+                its metadata requests (KIP-526), and its per-partition state with it; sending to it
+                again fetches its metadata again. (ms, default `300000` (5 min))
+            default_api_timeout_ms: Deadline of operations that retry as a whole: `start()` (the
+                first metadata), Admin calls without their own `timeout_ms`, the consumer's offset
+                lookups (`seek_to_beginning`, `seek_to_end`, `offsets_for_times`, ...), commits and
+                reading committed offsets. Past it they raise `KafkaTimeoutError` with the last
+                error. (ms, default `60000` (1 min))
+            bootstrap_timeout_ms: How long `start()` keeps trying the bootstrap addresses (each
+                failed attempt logs a warning) before it raises `BootstrapError` naming every
+                address and its last error. Only the first metadata request has this short deadline;
+                later refreshes use `default_api_timeout_ms`. (ms, default `10000` (10 s))
+            connections_max_idle_ms: A connection with nothing in flight that has not been used for
+                this long is closed (below the broker's own 10-minute limit, so that the client ends
+                it cleanly); the next request opens a new one. (ms, default `540000` (9 min))
+            security_protocol: `"PLAINTEXT"`, `"SSL"` (TLS), `"SASL_PLAINTEXT"` or `"SASL_SSL"`
+                (SASL authentication, without or with TLS; see Security). (default `'PLAINTEXT'`)
+            ssl_context: The `ssl.SSLContext` for `SSL` and `SASL_SSL` connections. Without one, a
+                context is built from the system's trust store (or `ssl_cafile`, and `ssl_certfile`
+                for mutual TLS); giving both a context and the files is a `ConfigError`, and so is a
+                context with a protocol without TLS. (default `None`)
+            ssl_cafile: PEM file of the certificate authorities to trust instead of the system's
+                (Kafka's `ssl.truststore.location` with a PEM truststore). (default `None`)
+            ssl_certfile: PEM file of the client certificate (chain) for mutual TLS; its key is in
+                it or in `ssl_keyfile`. (default `None`)
+            ssl_keyfile: PEM file of the client certificate's private key. (default `None`)
+            ssl_password: Password of an encrypted `ssl_keyfile`. Never shown in a repr or a
+                message. (default `None`)
+            ssl_check_hostname: Check that the broker's certificate names the host connected to.
+                Turning it off still verifies the certificate against the trusted authorities.
+                (default `True`)
+            sasl_mechanism: `"PLAIN"`, `"SCRAM-SHA-256"`, `"SCRAM-SHA-512"` or `"OAUTHBEARER"`;
+                required with `SASL_PLAINTEXT` and `SASL_SSL`. GSSAPI (Kerberos) is not supported
+                yet. (default `None`)
+            sasl_plain_username: User name for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API key).
+                (default `None`)
+            sasl_plain_password: Password for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API
+                secret). Never shown in a repr, log line or error message. (default `None`)
+            sasl_oauth_token_provider: For `OAUTHBEARER`: an object with `async def token(self) ->
+                str`, asked for a token at every (re-)authentication;
+                `aiostream_kafka.security.OAuthClientCredentialsProvider` is a ready OIDC
+                client-credentials one (KIP-768). (default `None`)
+            max_pipelined_requests: Requests written to one connection and not yet answered. A
+                caller beyond it waits for a slot; a slot frees when the answer is read, not when a
+                caller gives up. (default `100`)
+            acks: How many replicas must have the records before the broker acknowledges them:
+                `"all"` (or `-1`, every in-sync replica), `1` (the leader) or `0` (no answer is
+                awaited; offsets come back as -1). (default `'all'`)
+            linger_ms: How long a batch that is not full waits for more records before it is sent.
+                `flush()`, `close()` and callers waiting for buffer memory make every batch ready at
+                once. (ms, default `5`)
+            batch_size: Target size of one partition's batch; a batch this full is sent without
+                waiting for `linger_ms`. A single record larger than it gets a batch of its own. 0
+                means one record per batch. (bytes, default `16384` (16 KiB))
+            buffer_memory: All batches not yet acknowledged, together. `send` and `enqueue` wait
+                (first come, first served) for memory to free up, at most `max_block_ms`. (bytes,
+                default `33554432` (32 MiB))
+            max_block_ms: How long `send`/`enqueue` may wait for buffer memory, or for the metadata
+                of a topic not seen before, before raising (`KafkaTimeoutError`,
+                `UnknownTopicOrPartitionError`). (ms, default `60000` (1 min))
+            max_request_size: Largest Produce request, and so the largest record. A bigger record
+                raises `RecordTooLargeError` before anything is sent. (bytes, default `1048576` (1
+                MiB))
+            compression_type: Batch compression: `None`, `"gzip"`, `"snappy"` (needs the `snappy`
+                extra), `"lz4"` or `"zstd"`. (default `None`)
+            compression_level: Codec level; `None` takes the codec's default. An int in -131072..22
+                (what is meaningful depends on the codec). (default `None`)
+            enable_idempotence: `None`: on unless `acks` is not `"all"` or
+                `max_in_flight_requests_per_connection` is above 5 (as in the Java client since
+                Kafka 3.2). `True` with such settings is a `ConfigError`; `False` turns it off. With
+                idempotence, retries write no duplicates and keep each partition's order. (default
+                `None`)
+            max_in_flight_requests_per_connection: Produce requests sent to one broker and not yet
+                answered. Idempotence allows at most 5. (default `5`)
+            delivery_timeout_ms: Bound on the time from `send`/`enqueue` until the record is
+                acknowledged or failed, retries included: a record still unacknowledged then fails
+                with `KafkaTimeoutError`. Must be at least `linger_ms + request_timeout_ms`. (ms,
+                default `120000` (2 min))
+            key_serializer: Callable `(key) -> bytes | None`; without it keys must be bytes-like or
+                `None` (`TypeError` otherwise). See `aiostream_kafka.serde`. (default `None`)
+            value_serializer: As `key_serializer`, for values. (default `None`)
+            transactional_id: Makes the producer transactional (implies idempotence; `ConfigError`
+                with `enable_idempotence=False`): records are sent inside transactions
+                (`producer.transaction()`), committed or aborted as a whole, and a consumer group's
+                offsets can be committed with them. The id names one logical producer across
+                restarts: a new instance's `init_transactions()` fences the old one and aborts its
+                open transaction. See Exactly-once. (default `None`)
+            transaction_timeout_ms: How long the transaction coordinator lets a transaction stay
+                open before it aborts it (and bumps the producer's epoch). Must not exceed the
+                broker's `transaction.max.timeout.ms` (15 min by default): `init_transactions()`
+                raises `InvalidTransactionTimeoutError` then. (ms, default `60000` (1 min))
+            **unknown: not an option: a name given here raises `ConfigError` saying what to write
+                instead (typed `Never`, so that a type checker flags it too).
+
+        Raises:
+            ConfigError: an unknown option, an invalid value or two options that contradict each
+                other, before any network I/O.
+        """
+        check_options("Producer", unknown)
+        self.client_config = ClientConfig(
+            bootstrap_servers=bootstrap_servers,
+            client_id=client_id,
+            request_timeout_ms=request_timeout_ms,
+            socket_connection_setup_timeout_ms=socket_connection_setup_timeout_ms,
+            reconnect_backoff_ms=reconnect_backoff_ms,
+            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            retry_backoff_max_ms=retry_backoff_max_ms,
+            metadata_max_age_ms=metadata_max_age_ms,
+            metadata_max_idle_ms=metadata_max_idle_ms,
+            default_api_timeout_ms=default_api_timeout_ms,
+            bootstrap_timeout_ms=bootstrap_timeout_ms,
+            connections_max_idle_ms=connections_max_idle_ms,
+            security_protocol=security_protocol,
+            ssl_context=ssl_context,
+            ssl_cafile=ssl_cafile,
+            ssl_certfile=ssl_certfile,
+            ssl_keyfile=ssl_keyfile,
+            ssl_password=ssl_password,
+            ssl_check_hostname=ssl_check_hostname,
+            sasl_mechanism=sasl_mechanism,
+            sasl_plain_username=sasl_plain_username,
+            sasl_plain_password=sasl_plain_password,
+            sasl_oauth_token_provider=sasl_oauth_token_provider,
+            max_pipelined_requests=max_pipelined_requests,
+        )
+        self.config = ProducerConfig(
+            request_timeout_ms=request_timeout_ms,
+            acks=acks,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            max_request_size=max_request_size,
+            compression_type=compression_type,
+            compression_level=compression_level,
+            enable_idempotence=enable_idempotence,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            delivery_timeout_ms=delivery_timeout_ms,
+            key_serializer=key_serializer,
+            value_serializer=value_serializer,
+            transactional_id=transactional_id,
+            transaction_timeout_ms=transaction_timeout_ms,
+        )
+        # END GENERATED __init__
         config = self.config
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
@@ -369,6 +579,22 @@ class Producer:
             failure = KafkaError(f"the producer's sender task died: {error!r}")
             if self._accumulator is not None and self._sender is not None:
                 self._sender.fail_batches(self._accumulator.incomplete, failure)
+
+    async def stop(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- as close()
+        """:meth:`close` under aiokafka's name: the same call, same ``timeout``; returns
+        once the producer is closed."""
+        await self.close(timeout)
+
+    if not TYPE_CHECKING:  # at run time only: type checkers still flag unknown attributes
+
+        def __getattr__(self, name: str) -> Any:
+            """Raise for a missing attribute, naming the equivalent of an aiokafka call
+            (``aiostream_kafka.habits``).
+
+            Raises:
+                AttributeError: always (``MissingHabitError`` for an aiokafka/Java name).
+            """
+            raise missing_attribute(self, name)
 
     async def __aenter__(self) -> Producer:
         try:

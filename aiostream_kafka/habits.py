@@ -1,0 +1,62 @@
+"""What aiokafka's (and the Java client's) calls that have no namesake here are called.
+
+``Producer``, ``Consumer`` and ``Admin`` look a missing attribute up here (their
+``__getattr__``, defined only at run time so that type checkers still flag misspellings), so
+``consumer.getmany()`` raises an ``AttributeError`` that names ``batches()`` instead of a
+bare "has no attribute". docs/migration-aiokafka.md lists the same table.
+"""
+
+from __future__ import annotations
+
+__all__ = ["HABITS", "MissingHabitError", "missing_attribute"]
+
+# class -> {aiokafka/Java name: what to use here}
+HABITS: dict[str, dict[str, str]] = {
+    "Producer": {
+        "send_and_wait": "`await producer.send(topic, value)`: send() returns once the record"
+        " is acknowledged (aiokafka's send() + await is enqueue() here, which returns the"
+        " future)",
+        "create_batch": "`await producer.send_batch(topic, values, keys)`: one call for many"
+        " records, split into batches by partition",
+    },
+    "Consumer": {
+        "getmany": "`async for batch in consumer.batches()`: a list of records per Fetch and"
+        " partition (bound what is fetched ahead with max_prefetch_batches/max_prefetch_bytes)",
+        "getone": "`async for record in consumer` (or `consumer.stream()`); for one record,"
+        " keep one iterator: `it = aiter(consumer)`, then `await anext(it)`",
+        "poll": "there is no poll: `async for batch in consumer.batches()`",
+        "committed": "`await admin.list_consumer_group_offsets(group_id)` (Admin); a group"
+        " member starts each assigned partition at its committed offset by itself",
+        "seek_to_committed": "a group member starts each assigned partition at its committed"
+        " offset by itself; to go back to it, `consumer.seek(tp, offset)` with the offset from"
+        " `admin.list_consumer_group_offsets(group_id)`",
+        "last_poll_timestamp": "`consumer.health()`: `last_fetch_at`, `last_progress_at` and"
+        " (with a group) `idle_s`",
+        "partitions_for_topic": "`await admin.describe_topics([topic])` (Admin), or"
+        " `producer.partitions_for(topic)`",
+        "topics": "`await admin.list_topics()` (Admin)",
+        "subscription": "`consumer.assignment()` for the partitions owned now; the"
+        " subscription is what was given to `subscribe()`",
+        "unsubscribe": "`await consumer.close()` leaves the group; `consumer.subscribe(...)`"
+        " again changes the subscription, `consumer.unassign()` drops a manual assignment",
+    },
+    "Admin": {
+        "alter_configs": "`await admin.incremental_alter_configs(...)` (KIP-339; the old"
+        " AlterConfigs replaced every setting of the resource)",
+    },
+}
+
+
+class MissingHabitError(AttributeError):
+    """An aiokafka or Java client call that has another name here (an ``AttributeError``,
+    so ``hasattr`` and ``getattr(obj, name, default)`` behave as usual)."""
+
+
+def missing_attribute(owner: object, name: str) -> AttributeError:
+    """The error for ``owner.name``, which does not exist: it names the equivalent when
+    ``name`` is an aiokafka or Java habit. Returns the exception; the caller raises it."""
+    cls = type(owner).__name__
+    use = HABITS.get(cls, {}).get(name)
+    if use is None:
+        return AttributeError(f"{cls!r} object has no attribute {name!r}", name=name, obj=owner)
+    return MissingHabitError(f"{cls} has no {name}(); use {use}", name=name, obj=owner)
