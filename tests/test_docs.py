@@ -124,3 +124,46 @@ def test_documented_defaults_equal_the_code_defaults() -> None:
     assert set(docs["Consumer"]) == {
         f for f, spec in ConsumerConfig.__dataclass_fields__.items() if spec.init
     }
+
+
+def _listed_members(page: Path, target: str) -> list[str]:
+    """The explicit ``members:`` list of the ``::: target`` block of a reference page."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"::: {target}")
+    members: list[str] = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        item = re.match(r"^\s+- (\w+)$", line)
+        if item:
+            members.append(item.group(1))
+    return members
+
+
+@pytest.mark.parametrize(
+    ("page", "target", "first"),
+    [
+        ("producer", "aiostream_kafka.producer.Producer", ["start", "close", "send", "enqueue"]),
+        ("consumer", "aiostream_kafka.consumer.Consumer", ["start", "close", "drain"]),
+        ("admin", "aiostream_kafka.admin.Admin", ["start", "close", "create_topics"]),
+    ],
+)
+def test_api_reference_lists_every_public_member_public_first(
+    page: str, target: str, first: list[str]
+) -> None:
+    """The client classes' reference pages list their members by hand, by use (lifecycle,
+    then the main calls, diagnostics such as ``cluster`` last): a member added to the class
+    must be added there too, or it would be missing from the docs."""
+    import importlib
+
+    module, _, name = target.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    public = {n for n in vars(cls) if not n.startswith("_")}
+    listed = _listed_members(ROOT / "docs" / "reference" / f"{page}.md", target)
+    assert len(listed) == len(set(listed)), f"listed twice: {listed}"
+    assert set(listed) == public, (
+        f"docs/reference/{page}.md: missing {sorted(public - set(listed))}, "
+        f"not in the class {sorted(set(listed) - public)}"
+    )
+    assert listed[: len(first)] == first
+    assert listed[-1] == "cluster"
