@@ -65,7 +65,8 @@ def _documented_defaults() -> dict[str, dict[str, Any]]:
     """Section title -> option -> default, read back from the page's tables."""
     sections: dict[str, dict[str, Any]] = {}
     current: dict[str, Any] | None = None
-    row = re.compile(r"^\| `(\w+)` \| [^|]*(?:\\\|[^|]*)* \| (.*?) \| ")
+    # | `name`<br><small>type</small> | default | what it does |
+    row = re.compile(r"^\| `(\w+)`<br><small>.*?</small> \| (.*?) \| ")
     for line in CONFIG_PAGE.read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             current = sections.setdefault(line[3:].strip(), {})
@@ -167,3 +168,22 @@ def test_api_reference_lists_every_public_member_public_first(
     )
     assert listed[: len(first)] == first
     assert listed[-1] == "cluster"
+
+
+def test_benchmarks_page_is_generated_from_the_published_results() -> None:
+    """docs/benchmarks.md is the report of docs/img/bench/results.json (the last published
+    run): a change to the report's layout must regenerate it (python -m benchmarks
+    --republish), and the page leads with what the figures mean, before any table."""
+    import json
+
+    from benchmarks import report
+
+    data = json.loads((ROOT / "docs" / "img" / "bench" / "results.json").read_text())
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page == report.docs_page(data), (
+        "docs/benchmarks.md is stale: run python -m benchmarks --republish"
+    )
+    for name in data["plots"].values():
+        assert (ROOT / "docs" / "img" / "bench" / name).exists(), name
+    first_table = page.index("\n| ")
+    assert page.index("## What this means") < page.index("![") < first_table
