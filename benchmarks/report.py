@@ -419,6 +419,11 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
         standalone = data["standalone"].get(fam)
         if standalone:
             for name, part in standalone.items():
+                table = _codec_table(part.get("json")) if html else []
+                if table:  # its 105-column text does not fit the docs column
+                    caption = part["output"].splitlines()[0]
+                    lines += ["", f"`{name}.py` ({caption}):", "", *table]
+                    continue
                 lines += ["", f"`{name}.py` output:", "", "```text", part["output"].rstrip(), "```"]
     rss = _rss_rows(data)
     if rss:
@@ -456,6 +461,26 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
     ]
     lines += ["", "## Client settings", "", _settings_text(data, peers)]
     return "\n".join(lines) + "\n"
+
+
+def _codec_table(result: dict[str, Any] | None) -> list[str]:
+    """``codec_bench.py --json`` as a Markdown table (no table without its results)."""
+    if not result or not result.get("results"):
+        return []
+    head = ["case", "ours", "aiokafka (C)", "aiokafka (Python)", "ours / C", "ours / Python"]
+    rows = [head]
+    for r in result["results"]:
+        rows.append(
+            [
+                f"{r['workload']}, {r['compression']}<br><small>{r['op']}</small>",
+                f"{r['ours']:,.0f}",
+                f"{r['aiokafka_c']:,.0f}",
+                f"{r['aiokafka_py']:,.0f}",
+                f"{r['ours/aiokafka_c']:.2f}x",
+                f"{r['ours/aiokafka_py']:.2f}x",
+            ]
+        )
+    return _table(rows, ["---"] + ["---:"] * 5)
 
 
 def _notes(cases: list[dict[str, Any]]) -> list[str]:

@@ -1,5 +1,5 @@
-"""The docs site as a reader sees it at 1280 px: headless Chromium renders the main pages
-of a fresh ``mkdocs build`` and a script in each page measures the layout.
+"""The docs site as a reader sees it at 1280 px: headless Chromium renders every page of
+a fresh ``mkdocs build`` and a script in each page measures the layout.
 
 No broker. Needs Chromium (Debian's ``chromium``; ``.ci/run`` installs it): without it the
 tests skip on a developer's machine and fail in CI. ``AIOSTREAM_KAFKA_SCREENSHOTS=DIR``
@@ -22,16 +22,19 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 1280
 
-#: The pages a newcomer reads first, and the widest ones.
-PAGES = [
-    "index.html",
-    "getting-started/index.html",
-    "configuration/index.html",
-    "benchmarks/index.html",
-    "concepts/backpressure/index.html",
-    "reference/producer/index.html",
-    "reference/consumer/index.html",
-]
+
+#: Every page of the site (about 2 s a page).
+def _pages() -> list[str]:
+    docs = ROOT / "docs"
+    pages = []
+    for md in sorted(docs.rglob("*.md")):
+        rel = md.relative_to(docs).with_suffix("")
+        if not rel.parts[0].startswith("_"):
+            pages.append("index.html" if str(rel) == "index" else f"{rel.as_posix()}/index.html")
+    return pages
+
+
+PAGES = _pages()
 
 #: Runs in the page once it has loaded (images included) and leaves its findings, as JSON,
 #: in a <pre id="layout-probe"> that --dump-dom prints.
