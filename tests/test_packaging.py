@@ -149,3 +149,34 @@ def test_twine_check_passes(dist: tuple[Path, str]) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("PASSED") == 2, result.stdout
+
+
+@pytest.mark.parametrize("checkout", [True, False])
+def test_the_import_guard_checks_staleness_only_in_a_checkout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkout: bool
+) -> None:
+    """An extension older than its source means an edited checkout there (the source runs);
+    in an installed wheel the times mean nothing (pip writes the files in any order, the
+    source a moment after its extension: seen with pip install .), so it runs compiled."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    from aiostream_kafka import _native
+
+    package = tmp_path / "aiostream_kafka"
+    for module in COMPILED_MODULES:
+        source = package.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        source.parent.mkdir(parents=True, exist_ok=True)
+        built = source.with_name(source.stem + EXTENSION_SUFFIXES[0])
+        built.write_bytes(b"")
+        source.write_text("")
+        os.utime(built, (1_000_000, 1_000_000))  # older than its source
+    if checkout:
+        (tmp_path / "setup.py").write_text("")
+        (tmp_path / "pyproject.toml").write_text("")
+    monkeypatch.delenv("AIOSTREAM_KAFKA_PURE", raising=False)
+    monkeypatch.setattr(_native, "_PACKAGE_DIR", package)
+    reason = _native._reason_for_source()
+    if checkout:
+        assert reason is not None and "is older than" in reason
+    else:
+        assert reason is None
