@@ -87,11 +87,17 @@ docs: $(STAMP)
 
 # What a release publishes: the sdist, and the wheel built from it (compiled where a C
 # compiler is; AIOSTREAM_KAFKA_PURE=1 for the pure one), in an isolated build environment;
-# twine checks the metadata PyPI will read.
+# twine checks the metadata PyPI will read; the wheel is installed into a fresh venv and
+# imported from outside the checkout (tools/check_installed.py: runs compiled if built so).
+DIST_CHECK = build/dist-check
 dist: $(STAMP)
-	rm -rf dist
+	rm -rf dist $(DIST_CHECK)
 	$(PY) -m build --outdir dist
 	$(VENV)/bin/twine check --strict dist/*
+	$(PYTHON) -m venv $(DIST_CHECK)
+	$(DIST_CHECK)/bin/python -m pip install --quiet dist/*.whl
+	cd $(DIST_CHECK) && bin/python $(CURDIR)/tools/check_installed.py \
+		"$$($(PY) -c 'import aiostream_kafka; print(aiostream_kafka.__version__)')"
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache
