@@ -256,16 +256,18 @@ def _counts(found: list[tuple[float, str, str]], higher_is_better: bool) -> tupl
     return better, worse, len(found) - better - worse
 
 
-def _verdict(counts: tuple[int, int, int]) -> str:
-    words = ("better", "worse", "within noise")
+def _verdict(counts: tuple[int, int, int], noise: str) -> str:
+    words = ("better", "worse", noise)
     return ", ".join(f"{n} {w}" for n, w in zip(counts, words, strict=True) if n)
 
 
-def _verdicts(found: list[tuple[float, str, str]], higher_is_better: bool, cases: int) -> str:
+def _verdicts(
+    found: list[tuple[float, str, str]], higher_is_better: bool, cases: int, noise: str
+) -> str:
     counts = _counts(found, higher_is_better)
     if len(found) == 1 and cases == 1:
-        return "better" if counts[0] else "worse" if counts[1] else "within noise"
-    text = _verdict(counts)
+        return "better" if counts[0] else "worse" if counts[1] else noise
+    text = _verdict(counts, noise)
     return text if len(found) == cases else f"{text}, of {len(found)}"
 
 
@@ -282,6 +284,8 @@ def takeaways(data: dict[str, Any]) -> list[str]:
     worse beyond the spread of the rounds; then the count of those per peer."""
     lines = []
     totals: dict[str, list[int]] = {}
+    # One round has no spread: nothing is told apart from noise (ratio() notes "1 round").
+    noise = "within noise" if data["profile"]["rounds"] >= 2 else "unresolved"
     for fam in data["families"]:
         cases = [c for c in data["cases"] if c["family"] == fam]
         if not cases:
@@ -306,7 +310,7 @@ def takeaways(data: dict[str, Any]) -> list[str]:
                     total = totals.setdefault(peer, [0, 0, 0])
                     for i, n in enumerate(_counts(found, hib)):
                         total[i] += n
-                    verdict = _verdicts(found, hib, len(cases))
+                    verdict = _verdicts(found, hib, len(cases), noise)
                     parts.append(f"{CLIENT_LABELS[peer]} {_span(found)} ({verdict})")
             if parts:
                 count = f", {len(cases)} cases" if len(cases) > 1 else ""
@@ -316,7 +320,7 @@ def takeaways(data: dict[str, Any]) -> list[str]:
                 )
     if totals:
         per_peer = [
-            f"{CLIENT_LABELS[p]}: {_verdict((t[0], t[1], t[2]))}" for p, t in totals.items()
+            f"{CLIENT_LABELS[p]}: {_verdict((t[0], t[1], t[2]), noise)}" for p, t in totals.items()
         ]
         lines += ["", "All these figures together, ours against " + "; ".join(per_peer) + "."]
     return lines
