@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 1280
 
 
-#: Every page of the site (about 2 s a page).
 def _pages() -> list[str]:
+    """Every page of the site (each takes Chromium about 2 s)."""
     docs = ROOT / "docs"
     pages = []
     for md in sorted(docs.rglob("*.md")):
