@@ -8,13 +8,14 @@ STAMP   = $(VENV)/.installed
 SHARED ?= ../shared
 PYTEST_ARGS ?=
 
-.PHONY: help venv broker-jars compile test test-pure test-fast protocol-check lint typecheck demo dev-broker bench docs clean
+.PHONY: help venv broker-jars compile test test-pure test-fast protocol-check lint typecheck demo dev-broker bench docs dist clean
 
 help:
 	@echo "make test        set up everything and run the whole test suite (real Kafka broker)"
 	@echo "make demo        produce and consume through a local broker (BOOTSTRAP=host:port for a cluster)"
 	@echo "make dev-broker  run a local Kafka broker until Ctrl-C (BROKERS=3 for three)"
 	@echo "make bench       benchmarks against the peers, same broker, one run"
+	@echo "make dist        the sdist and the wheel in dist/ (python -m build), checked by twine"
 	@echo "make lint typecheck docs clean"
 
 $(STAMP): pyproject.toml
@@ -79,9 +80,24 @@ dev-broker: $(STAMP)
 bench: $(STAMP) compile broker-jars
 	$(PY) -m benchmarks
 
+# The docs extra comes with the dev one ($(STAMP)). NO_MKDOCS_2_WARNING: mkdocs-material
+# (9.8.2 here) prints an end-of-life notice of itself on every build unless it is set.
 docs: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[docs]'
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# What a release publishes: the sdist, and the wheel built from it (compiled where a C
+# compiler is; AIOSTREAM_KAFKA_PURE=1 for the pure one), in an isolated build environment;
+# twine checks the metadata PyPI will read; the wheel is installed into a fresh venv and
+# imported from outside the checkout (tools/check_installed.py: runs compiled if built so).
+DIST_CHECK = build/dist-check
+dist: $(STAMP)
+	rm -rf dist $(DIST_CHECK)
+	$(PY) -m build --outdir dist
+	$(VENV)/bin/twine check --strict dist/*
+	$(PYTHON) -m venv $(DIST_CHECK)
+	$(DIST_CHECK)/bin/python -m pip install --quiet dist/*.whl
+	cd $(DIST_CHECK) && bin/python $(CURDIR)/tools/check_installed.py \
+		"$$($(PY) -c 'import aiostream_kafka; print(aiostream_kafka.__version__)')"
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache

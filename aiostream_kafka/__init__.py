@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# The one place the version lives: pyproject.toml reads it from here
+# ([tool.setuptools.dynamic]), and so do the wheel, the sdist and the client's ApiVersions.
 __version__ = "0.1.0.dev0"
 
 # First: importing _native decides between the compiled and the source hot modules.

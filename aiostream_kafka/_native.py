@@ -12,8 +12,10 @@ them from its source instead when
 
 * ``AIOSTREAM_KAFKA_PURE=1`` is set in the environment (the pure package, e.g. to test
   it or to compare), or
-* any compiled module is older than its source file (a checkout edited after
-  ``make compile``: the source wins, with a warning, rather than stale code running).
+* in a source checkout, any compiled module is older than its source file (a checkout
+  edited after ``make compile``: the source wins, with a warning, rather than stale code
+  running). An installed package is not checked: pip writes a wheel's files in no
+  particular order, so there an extension may be a moment older than its source.
 
 :func:`compiled_modules` tells which modules run compiled in this process.
 """
@@ -53,10 +55,19 @@ def _paths(name: str) -> tuple[Path, list[Path]]:
     return source, [p for p in built if p.exists()]
 
 
+def _in_checkout() -> bool:
+    """The package is a source checkout's (edited in place, compiled by ``make compile``),
+    not an installed copy."""
+    root = _PACKAGE_DIR.parent
+    return (root / "setup.py").exists() and (root / "pyproject.toml").exists()
+
+
 def _reason_for_source() -> str | None:
     """Why the compiled modules must not be used (None: use them if present)."""
     if os.environ.get("AIOSTREAM_KAFKA_PURE", "") not in ("", "0"):
         return "AIOSTREAM_KAFKA_PURE is set"
+    if not _in_checkout():
+        return None
     for name in COMPILED_MODULES:
         source, built = _paths(name)
         if built and source.exists() and source.stat().st_mtime > built[0].stat().st_mtime:

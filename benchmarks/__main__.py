@@ -5,7 +5,8 @@ creates fresh topics, runs each scenario for aiostream_kafka, aiokafka, confluen
 the Java client's perf tools -- each run in its own subprocess, the clients alternating,
 several rounds -- and writes ``benchmarks/results/`` (``results.json``, ``results.md``,
 PNG plots). ``--publish`` copies the Markdown and plots to ``docs/benchmarks.md`` and
-``docs/img/bench/``.
+``docs/img/bench/`` (with ``results.json``); ``--republish`` writes the page again from that
+JSON without running anything.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--publish", action="store_true", help="copy the Markdown and plots into docs/"
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument(
+        "--republish",
+        action="store_true",
+        help="run nothing: write docs/benchmarks.md again from docs/img/bench/results.json",
+    )
     return parser.parse_args(argv)
 
 
@@ -72,6 +78,9 @@ async def broker(bootstrap: str | None) -> AsyncIterator[tuple[str, str]]:
 
 async def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.republish:
+        log(f"wrote {report.republish(ROOT / 'docs')}")
+        return 0
     profile_name = args.profile or ("quick" if args.quick else "full")
     profile = dataclasses.replace(settings.PROFILES[profile_name])
     if args.rounds is not None:

@@ -155,12 +155,15 @@ def _fmt(fmt: str, value: float) -> str:
     return fmt.format(value)
 
 
-def cell(summary: dict[str, Any] | None, fmt: str) -> str:
+def cell(summary: dict[str, Any] | None, fmt: str, html: bool = False) -> str:
+    """The median, and the spread (min-max) when there is one: in brackets, or (``html``,
+    for the docs site) on a line of its own, which keeps the table's columns narrow."""
     if not summary:
         return "n/a"
     text = _fmt(fmt, summary["median"])
     if summary["n"] > 1:
-        text += f" ({_fmt(fmt, summary['min'])}-{_fmt(fmt, summary['max'])})"
+        spread = f"{_fmt(fmt, summary['min'])}-{_fmt(fmt, summary['max'])}"
+        text += f"<br><small>{spread}</small>" if html else f" ({spread})"
     return text
 
 
@@ -203,26 +206,124 @@ def _table(rows: list[list[str]], align: list[str]) -> list[str]:
     return out
 
 
-def _case_rows(data: dict[str, Any], cases: list[dict[str, Any]], with_values: bool) -> list[str]:
+def _case_rows(
+    data: dict[str, Any],
+    cases: list[dict[str, Any]],
+    with_values: bool,
+    with_ratios: bool = True,
+    html: bool = False,
+) -> list[str]:
     clients = data["clients"]
     peers = _peers(data)
-    head = ["case", "metric"]
+    # html: the metric under the case, in one column (the figures need the width).
+    head = ["case"] if html else ["case", "metric"]
     if with_values:
         head += [CLIENT_LABELS[c] for c in clients]
-    head += [f"ours / {CLIENT_LABELS[p]}" for p in peers]
+    if with_ratios:
+        head += [f"ours / {CLIENT_LABELS[p]}" for p in peers]
     rows = [head]
     for case in cases:
         for metric in case["metrics"]:
             if metric["key"] == "mb_per_s" and not with_values:
                 continue
             summ = {c: case["summary"].get(c, {}).get(metric["key"]) for c in clients}
-            row = [case["case"], _metric_label(metric)]
+            if html:
+                row = [f"{case['case']}<br><small>{_metric_label(metric)}</small>"]
+            else:
+                row = [case["case"], _metric_label(metric)]
             if with_values:
-                row += [cell(summ[c], metric["fmt"]) for c in clients]
-            row += [ratio_cell(ratio(summ["ours"], summ[p])) for p in peers]
+                row += [cell(summ[c], metric["fmt"], html) for c in clients]
+            if with_ratios:
+                row += [ratio_cell(ratio(summ["ours"], summ[p])) for p in peers]
             rows.append(row)
-    align = ["---", "---"] + ["---:"] * (len(head) - 2)
+    labels = 1 if html else 2
+    align = ["---"] * labels + ["---:"] * (len(head) - labels)
     return _table(rows, align)
+
+
+#: The metrics "What this means" sums up per scenario family (default: each case's first).
+HEADLINE_METRICS = {
+    "latency": ["p50_ms", "p99_ms"],
+    "pause": ["fetches_per_1k", "fetched_per_delivered"],
+    "fastapi": ["records_per_s", "send_p99_ms"],
+}
+
+
+def _counts(found: list[tuple[float, str, str]], higher_is_better: bool) -> tuple[int, int, int]:
+    """(better, worse, within noise) of ours over these ratios."""
+    better = sum(1 for v, note, _ in found if not note and (v > 1) == higher_is_better)
+    worse = sum(1 for v, note, _ in found if not note and (v > 1) != higher_is_better)
+    return better, worse, len(found) - better - worse
+
+
+def _verdict(counts: tuple[int, int, int], noise: str) -> str:
+    words = ("better", "worse", noise)
+    return ", ".join(f"{n} {w}" for n, w in zip(counts, words, strict=True) if n)
+
+
+def _verdicts(
+    found: list[tuple[float, str, str]], higher_is_better: bool, cases: int, noise: str
+) -> str:
+    counts = _counts(found, higher_is_better)
+    if len(found) == 1 and cases == 1:
+        return "better" if counts[0] else "worse" if counts[1] else noise
+    text = _verdict(counts, noise)
+    return text if len(found) == cases else f"{text}, of {len(found)}"
+
+
+def _span(found: list[tuple[float, str, str]]) -> str:
+    lo, hi = found[0][0], found[-1][0]
+    if len(found) == 1 or ratio_cell((lo, "")) == ratio_cell((hi, "")):
+        return ratio_cell((lo, ""))
+    return f"{ratio_cell((lo, ''))[:-1]}-{ratio_cell((hi, ''))}"
+
+
+def takeaways(data: dict[str, Any]) -> list[str]:
+    """One line per scenario family and headline metric: for each peer, the range of the
+    ratios ours / peer over the family's cases, and in how many cases ours is better or
+    worse beyond the spread of the rounds; then the count of those per peer."""
+    lines = []
+    totals: dict[str, list[int]] = {}
+    # One round has no spread: nothing is told apart from noise (ratio() notes "1 round").
+    noise = "within noise" if data["profile"]["rounds"] >= 2 else "unresolved"
+    for fam in data["families"]:
+        cases = [c for c in data["cases"] if c["family"] == fam]
+        if not cases:
+            continue
+        metrics = {m["key"]: m for case in cases for m in case["metrics"]}
+        keys = HEADLINE_METRICS.get(fam) or [cases[0]["metrics"][0]["key"]]
+        for key in keys:
+            metric = metrics.get(key)
+            if metric is None:
+                continue
+            hib = metric["higher_is_better"]
+            parts = []
+            for peer in _peers(data):
+                found = []
+                for case in cases:
+                    ours = case["summary"].get("ours", {}).get(key)
+                    r = ratio(ours, case["summary"].get(peer, {}).get(key))
+                    if r is not None:
+                        found.append((r[0], r[1], case["case"]))
+                if found:
+                    found.sort()
+                    total = totals.setdefault(peer, [0, 0, 0])
+                    for i, n in enumerate(_counts(found, hib)):
+                        total[i] += n
+                    verdict = _verdicts(found, hib, len(cases), noise)
+                    parts.append(f"{CLIENT_LABELS[peer]} {_span(found)} ({verdict})")
+            if parts:
+                count = f", {len(cases)} cases" if len(cases) > 1 else ""
+                title = data["titles"][fam].split(":")[0].split(" (")[0]
+                lines.append(
+                    f"* **{title}**, {_metric_label(metric)}{count}: " + "; ".join(parts) + "."
+                )
+    if totals:
+        per_peer = [
+            f"{CLIENT_LABELS[p]}: {_verdict((t[0], t[1], t[2]), noise)}" for p, t in totals.items()
+        ]
+        lines += ["", "All these figures together, ours against " + "; ".join(per_peer) + "."]
+    return lines
 
 
 def summary_table(data: dict[str, Any]) -> str:
@@ -236,19 +337,21 @@ def summary_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _rss_rows(data: dict[str, Any]) -> list[str]:
+def _rss_rows(data: dict[str, Any], values: bool = True, ratios: bool = True) -> list[str]:
     med = data["peak_rss_mb"]["median"]
     if not med:
         return []
     clients = data["clients"]
     peers = _peers(data)
-    head = ["scenario", *[CLIENT_LABELS[c] for c in clients]]
-    head += [f"ours / {CLIENT_LABELS[p]}" for p in peers]
+    head = ["scenario"]
+    head += [CLIENT_LABELS[c] for c in clients] if values else []
+    head += [f"ours / {CLIENT_LABELS[p]}" for p in peers] if ratios else []
     rows = [head]
     for fam, per_client in med.items():
         row = [data["titles"].get(fam, fam).split(":")[0]]
-        row += [f"{per_client[c]:,.0f}" if c in per_client else "n/a" for c in clients]
-        for p in peers:
+        if values:
+            row += [f"{per_client[c]:,.0f}" if c in per_client else "n/a" for c in clients]
+        for p in peers if ratios else []:
             if "ours" in per_client and p in per_client:
                 row.append(f"{per_client['ours'] / per_client[p]:.2f}x")
             else:
@@ -260,7 +363,10 @@ def _rss_rows(data: dict[str, Any]) -> list[str]:
     ]
 
 
-def markdown(data: dict[str, Any], image_prefix: str) -> str:
+def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str:
+    """The report: what the figures mean first, then each scenario (its plot, its
+    figures, its ratios), memory, every ratio in one table, the run and the settings.
+    ``html``: for the docs site (spreads on a line of their own)."""
     m = data["machine"]
     prof = data["profile"]
     peers = _peers(data)
@@ -272,27 +378,16 @@ def markdown(data: dict[str, Any], image_prefix: str) -> str:
         "(the perf tools of Kafka's `kafka-tools` jar), on the same broker, the same topic "
         "settings, the same record sizes and counts and the same client settings; every run "
         "in a fresh process, the clients alternating, round after round. Figures are "
-        "medians, with the spread (min-max over the rounds) in brackets. Ratios are "
+        "medians, with the spread (min-max over the rounds) beside them. Ratios are "
         "**ours / peer**: above 1 is better for ↑ metrics (throughput), below 1 is better "
         "for ↓ metrics (latency, fetches, bytes, memory). A ratio marked *within noise* "
         "has overlapping spreads: the machine's noise does not resolve the difference.",
         "",
-        "Reproduce with `make bench` (or `python -m benchmarks`; `--quick` for a short "
-        "run); see `benchmarks/README.md`.",
-        "",
-        "## This run",
-        "",
-        f"* profile **{prof['name']}**: {rounds} measured round(s) after "
-        f"{prof['warmup_rounds']} warm-up round(s); wall time {data['wall_seconds']:.0f} s",
-        f"* machine: {m.get('cores')} cores ({m.get('cpu')}), {m.get('memory_gb')} GB, "
-        f"{m.get('platform')}; load average {m.get('load_average_start')} at the start, "
-        f"{m.get('load_average_end')} at the end",
-        f"* broker: {m.get('broker')}, on the same machine",
-        f"* Python {m.get('python')}; {m.get('java')}",
-        f"* aiostream_kafka {m.get('aiostream_kafka')} ({m.get('git_commit')}), aiokafka "
-        f"{m.get('aiokafka')}, confluent-kafka {m.get('confluent_kafka')} (librdkafka "
-        f"{m.get('librdkafka')}), Java kafka-clients {m.get('kafka_tools', '?')}",
-        f"* date: {m.get('date')}",
+        f"Measured at commit `{m.get('git_commit')}` on {m.get('date')}, profile "
+        f"**{prof['name']}** ({rounds} round(s)), on a {m.get('cores')}-core machine "
+        "shared by the broker and the clients: see [This run](#this-run). Reproduce with "
+        "`make bench` (or `python -m benchmarks`; `--quick` for a short run); see "
+        "`benchmarks/README.md`.",
     ]
     if rounds < 2:
         lines += [
@@ -301,21 +396,38 @@ def markdown(data: dict[str, Any], image_prefix: str) -> str:
             "apart from noise; on this shared 2-core machine treat anything within about "
             "±20 % as unresolved. The full run (`make bench`) measures 5 rounds.",
         ]
-    lines += ["", "## Summary", ""]
-    lines += _case_rows(data, data["cases"], with_values=False)
+    summary = takeaways(data)
+    if summary:
+        lines += [
+            "",
+            "## What this means",
+            "",
+            "Per scenario, the ratios ours / peer over its cases (lowest-highest), and in how "
+            "many cases ours is better or worse by more than the spread of the rounds (the "
+            "tables below have every figure):",
+            "",
+            *summary,
+        ]
     for fam in data["families"]:
-        lines += ["", f"## {data['titles'][fam]}", "", data["about"][fam], ""]
+        lines += ["", f"## {data['titles'][fam]}", ""]
+        if data.get("plots", {}).get(fam):
+            lines += [f"![{data['titles'][fam]}]({image_prefix}{fam}.png)", ""]
+        lines += [data["about"][fam], ""]
         cases = [c for c in data["cases"] if c["family"] == fam]
         if cases:
-            if data.get("plots", {}).get(fam):
-                lines += [f"![{data['titles'][fam]}]({image_prefix}{fam}.png)", ""]
-            lines += _case_rows(data, cases, with_values=True)
+            lines += _case_rows(data, cases, True, with_ratios=False, html=html)
+            lines += ["", *_case_rows(data, cases, False)]
             notes = _notes(cases)
             if notes:
                 lines += ["", *notes]
         standalone = data["standalone"].get(fam)
         if standalone:
             for name, part in standalone.items():
+                table = _codec_table(part.get("json")) if html else []
+                if table:  # its 105-column text does not fit the docs column
+                    caption = part["output"].splitlines()[0]
+                    lines += ["", f"`{name}.py` ({caption}):", "", *table]
+                    continue
                 lines += ["", f"`{name}.py` output:", "", "```text", part["output"].rstrip(), "```"]
     rss = _rss_rows(data)
     if rss:
@@ -331,9 +443,48 @@ def markdown(data: dict[str, Any], image_prefix: str) -> str:
         ]
         if data.get("plots", {}).get("rss"):
             lines += [f"![Peak RSS]({image_prefix}rss.png)", ""]
-        lines += rss[1:]
+        lines += _rss_rows(data, ratios=False)[1:]
+        lines += ["", *_rss_rows(data, values=False)[1:]]
+    lines += ["", "## All ratios", ""]
+    lines += _case_rows(data, data["cases"], with_values=False)
+    lines += [
+        "",
+        "## This run",
+        "",
+        f"* profile **{prof['name']}**: {rounds} measured round(s) after "
+        f"{prof['warmup_rounds']} warm-up round(s); wall time {data['wall_seconds']:.0f} s",
+        f"* machine: {m.get('cores')} cores ({m.get('cpu')}), {m.get('memory_gb')} GB, "
+        f"{m.get('platform')}; load average {m.get('load_average_start')} at the start, "
+        f"{m.get('load_average_end')} at the end",
+        f"* broker: {m.get('broker')}, on the same machine",
+        f"* Python {m.get('python')}; {m.get('java')}",
+        f"* aiostream_kafka {m.get('aiostream_kafka')} ({m.get('git_commit')}), aiokafka "
+        f"{m.get('aiokafka')}, confluent-kafka {m.get('confluent_kafka')} (librdkafka "
+        f"{m.get('librdkafka')}), Java kafka-clients {m.get('kafka_tools', '?')}",
+        f"* date: {m.get('date')}",
+    ]
     lines += ["", "## Client settings", "", _settings_text(data, peers)]
     return "\n".join(lines) + "\n"
+
+
+def _codec_table(result: dict[str, Any] | None) -> list[str]:
+    """``codec_bench.py --json`` as a Markdown table (no table without its results)."""
+    if not result or not result.get("results"):
+        return []
+    head = ["case", "ours", "aiokafka (C)", "aiokafka (Python)", "ours / C", "ours / Python"]
+    rows = [head]
+    for r in result["results"]:
+        rows.append(
+            [
+                f"{r['workload']}, {r['compression']}<br><small>{r['op']}</small>",
+                f"{r['ours']:,.0f}",
+                f"{r['aiokafka_c']:,.0f}",
+                f"{r['aiokafka_py']:,.0f}",
+                f"{r['ours/aiokafka_c']:.2f}x",
+                f"{r['ours/aiokafka_py']:.2f}x",
+            ]
+        )
+    return _table(rows, ["---"] + ["---:"] * 5)
 
 
 def _notes(cases: list[dict[str, Any]]) -> list[str]:
@@ -410,8 +561,13 @@ def plot(data: dict[str, Any], out: Path) -> dict[str, str]:
         keys = {m["key"] for m in cases[0]["metrics"]}
         skip = {"mb_per_s"} | ({"records_per_s"} if "records" in keys else set())
         metrics = [m for m in cases[0]["metrics"] if m["key"] not in skip]
+        # At most 10 in wide (the docs column shows it about 7 in wide: wider, and the
+        # labels would be too small to read), and tall enough for the rotated case names.
         fig, axes = plt.subplots(
-            1, len(metrics), figsize=(max(6, 3.2 * len(metrics) + len(cases)), 3.8), squeeze=False
+            1,
+            len(metrics),
+            figsize=(min(10, max(6, 3.2 * len(metrics) + 0.6 * len(cases))), 4.4),
+            squeeze=False,
         )
         shown = [c for c in clients if any(c in case["summary"] for case in cases)]
         width = 0.8 / len(shown)
@@ -500,12 +656,32 @@ def write(data: dict[str, Any], out: Path, plots: bool = True) -> list[Path]:
 
 
 def publish(data: dict[str, Any], out: Path, docs: Path) -> list[Path]:
+    """Copy the plots into the docs, keep the JSON beside them (the page can be written
+    again from it: ``republish``), and write ``docs/benchmarks.md``."""
     img = docs / "img" / "bench"
     img.mkdir(parents=True, exist_ok=True)
     written = []
     for name in data.get("plots", {}).values():
         shutil.copyfile(out / name, img / name)
         written.append(img / name)
+    (img / "results.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
+    return [republish(docs, plots=False), img / "results.json", *written]
+
+
+def docs_page(data: dict[str, Any]) -> str:
+    """``docs/benchmarks.md``: the report for the docs site."""
+    return markdown(data, "img/bench/", html=True)
+
+
+def republish(docs: Path, plots: bool = True) -> Path:
+    """Write ``docs/benchmarks.md`` again from the published results (no benchmark runs),
+    and with ``plots`` (matplotlib) draw the plots again from them too: ``python -m
+    benchmarks --republish`` after a change of this report's layout."""
+    img = docs / "img" / "bench"
+    data = json.loads((img / "results.json").read_text())
+    if plots:
+        drawn = plot(data, img)
+        assert set(drawn.values()) == set(data.get("plots", {}).values()), drawn
     page = docs / "benchmarks.md"
-    page.write_text(markdown(data, "img/bench/"))
-    return [page, *written]
+    page.write_text(docs_page(data))
+    return page

@@ -65,7 +65,8 @@ def _documented_defaults() -> dict[str, dict[str, Any]]:
     """Section title -> option -> default, read back from the page's tables."""
     sections: dict[str, dict[str, Any]] = {}
     current: dict[str, Any] | None = None
-    row = re.compile(r"^\| `(\w+)` \| [^|]*(?:\\\|[^|]*)* \| (.*?) \| ")
+    # | `name`<br><small>type</small> | default | what it does |
+    row = re.compile(r"^\| `(\w+)`<br><small>.*?</small> \| (.*?) \| ")
     for line in CONFIG_PAGE.read_text(encoding="utf-8").splitlines():
         if line.startswith("## "):
             current = sections.setdefault(line[3:].strip(), {})
@@ -124,3 +125,65 @@ def test_documented_defaults_equal_the_code_defaults() -> None:
     assert set(docs["Consumer"]) == {
         f for f, spec in ConsumerConfig.__dataclass_fields__.items() if spec.init
     }
+
+
+def _listed_members(page: Path, target: str) -> list[str]:
+    """The explicit ``members:`` list of the ``::: target`` block of a reference page."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"::: {target}")
+    members: list[str] = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        item = re.match(r"^\s+- (\w+)$", line)
+        if item:
+            members.append(item.group(1))
+    return members
+
+
+@pytest.mark.parametrize(
+    ("page", "target", "first"),
+    [
+        ("producer", "aiostream_kafka.producer.Producer", ["start", "close", "send", "enqueue"]),
+        ("consumer", "aiostream_kafka.consumer.Consumer", ["start", "close", "drain"]),
+        ("admin", "aiostream_kafka.admin.Admin", ["start", "close", "create_topics"]),
+    ],
+)
+def test_api_reference_lists_every_public_member_public_first(
+    page: str, target: str, first: list[str]
+) -> None:
+    """The client classes' reference pages list their members by hand, by use (lifecycle,
+    then the main calls, diagnostics such as ``cluster`` last): a member added to the class
+    must be added there too, or it would be missing from the docs."""
+    import importlib
+
+    module, _, name = target.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    public = {n for n in vars(cls) if not n.startswith("_")}
+    listed = _listed_members(ROOT / "docs" / "reference" / f"{page}.md", target)
+    assert len(listed) == len(set(listed)), f"listed twice: {listed}"
+    assert set(listed) == public, (
+        f"docs/reference/{page}.md: missing {sorted(public - set(listed))}, "
+        f"not in the class {sorted(set(listed) - public)}"
+    )
+    assert listed[: len(first)] == first
+    assert listed[-1] == "cluster"
+
+
+def test_benchmarks_page_is_generated_from_the_published_results() -> None:
+    """docs/benchmarks.md is the report of docs/img/bench/results.json (the last published
+    run): a change to the report's layout must regenerate it (python -m benchmarks
+    --republish), and the page leads with what the figures mean, before any table."""
+    import json
+
+    from benchmarks import report
+
+    data = json.loads((ROOT / "docs" / "img" / "bench" / "results.json").read_text())
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page == report.docs_page(data), (
+        "docs/benchmarks.md is stale: run python -m benchmarks --republish"
+    )
+    for name in data["plots"].values():
+        assert (ROOT / "docs" / "img" / "bench" / name).exists(), name
+    first_table = page.index("\n| ")
+    assert page.index("## What this means") < page.index("![") < first_table

@@ -398,15 +398,24 @@ def _human(value: int, unit: str) -> str:
     return ""
 
 
-def format_default(value: Any, unit: str) -> str:
-    """The default as a Python literal in backticks, plus a readable size or time."""
+def format_default(value: Any, unit: str, html: bool = True) -> str:
+    """The default as a Python literal in backticks, its unit, and a readable size or time
+    (``html=False``: without the unit and non-breaking spaces, for docstrings)."""
     if value is REQUIRED:
         return "required"
     text = f"`{value!r}`"
+    if not html:
+        human = (
+            _human(value, unit) if isinstance(value, int) and not isinstance(value, bool) else ""
+        )
+        return f"{text} ({human})" if human else text
     if isinstance(value, int) and not isinstance(value, bool):
+        # &nbsp;: a number and its unit stay on one line of the narrow column.
+        if unit in ("ms", "bytes"):
+            text += f"&nbsp;{UNIT_NAMES[unit]}"
         human = _human(value, unit)
         if human:
-            text += f" ({human})"
+            text += " (" + human.replace(" ", "&nbsp;") + ")"
     return text
 
 
@@ -476,11 +485,13 @@ def collect() -> dict[str, list[tuple[str, str, Any, str, str]]]:
 
 
 def table(rows: list[tuple[str, str, Any, str, str]]) -> str:
-    lines = ["| option | type | default | unit | what it does |", "|---|---|---|---|---|"]
+    """Three columns, so that the description has room at 1280 px: the option with its type
+    under it, the default with its unit, what it does."""
+    lines = ["| option | default | what it does |", "|---|---|---|"]
     for name, type_, default, unit, description in rows:
         lines.append(
-            f"| `{name}` | {_cell(type_)} | {_cell(format_default(default, unit))} "
-            f"| {UNIT_NAMES[unit]} | {_cell(description)} |"
+            f"| `{name}`<br><small>{_cell(type_)}</small> "
+            f"| {_cell(format_default(default, unit))} | {_cell(description)} |"
         )
     return "\n".join(lines)
 
@@ -505,7 +516,8 @@ saying what to write instead: the closest option (`lingerms`: did you mean
 
 ```python
 Producer(bootstrap_servers="127.0.0.1:9092", client_id="billing", linger_ms=20)
-Consumer(bootstrap_servers="127.0.0.1:9092", group_id="billing", session_timeout_ms=30_000)
+Consumer(bootstrap_servers="127.0.0.1:9092", group_id="billing",
+         session_timeout_ms=30_000)
 Admin(bootstrap_servers="127.0.0.1:9092", default_api_timeout_ms=10_000)
 ```
 """

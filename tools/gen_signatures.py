@@ -119,7 +119,7 @@ def _arg_doc(name: str, text: str, indent: str) -> list[str]:
 
 def _option_doc(option: Option, indent: str) -> list[str]:
     unit = f"{option.unit}, " if option.unit and option.unit != "count" else ""
-    default = format_default(option.default, option.unit)
+    default = format_default(option.default, option.unit, html=False)
     text = f"{option.description} ({unit}default {default})"
     return _arg_doc(option.name, text, indent)
 
