@@ -133,3 +133,67 @@ async def test_new_partitions_are_read_from_the_beginning(
     assert got == [(0, o) for o in range(10, 15)] + [(1, o) for o in range(5)]
     end = json.loads(query.lastProgress["sources"][0]["endOffset"])
     assert end == {topic: {"0": 15, "1": 5}}
+
+
+async def test_min_offsets_per_trigger_waits_for_enough_or_max_trigger_delay(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    delay = 10.0
+    began = time.time()
+    query = (
+        _stream(spark, bs, topic, minOffsetsPerTrigger="50", maxTriggerDelay=f"{delay:.0f}s")
+        .writeStream.format("memory")
+        .queryName("min_offsets")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+    def count() -> int:
+        return int(spark.sql("select count(*) from min_offsets").collect()[0][0])
+
+    async def wait_for(rows: int, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if count() >= rows:
+                return
+            await asyncio.sleep(0.2)
+
+    try:
+        query.processAllAvailable()  # the first trigger goes through (nothing there yet)
+        await produce_rows(bs, topic, 2, 10, headers=False)  # 20 < 50
+        await asyncio.sleep(2)
+        seen, checked = count(), time.time()
+        await produce_rows(bs, topic, 2, 20, headers=False)  # 60 >= 50
+        await wait_for(60, 60)
+        await produce_rows(bs, topic, 2, 1, headers=False)  # 2 < 50: only after the delay
+        await wait_for(62, 60)
+        assert count() == 62
+        batches = [
+            (_progress_time(p), p["numInputRows"])
+            for p in query.recentProgress
+            if p["numInputRows"] > 0
+        ]
+        latest = json.loads(query.lastProgress["sources"][0]["latestOffset"])
+    finally:
+        query.stop()
+    if checked < began + delay - 0.5:  # (the first trigger came after `began`)
+        assert seen == 0, batches
+    # the 2 offsets (the last batch) waited for maxTriggerDelay after the trigger before
+    assert batches[-1][1] == 2 and batches[-1][0] - batches[-2][0] >= delay - 0.5, batches
+    # a batch of fewer than 50 offsets only after the delay, from the previous data batch
+    # (or the query's start); on a fast enough machine the first 20 waited for the 40
+    for (before, _), (at, rows) in zip([(began, 0), *batches], batches, strict=False):
+        assert rows >= 50 or at - before >= delay - 0.5, batches
+    if checked < began + delay - 5:
+        assert [rows for _, rows in batches] == [60, 2], batches
+    assert latest == {topic: {"0": 31, "1": 31}}  # reportLatestOffset
+
+
+def _progress_time(progress: dict[str, Any]) -> float:
+    """A progress entry's trigger start as epoch seconds."""
+    from datetime import datetime
+
+    return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
