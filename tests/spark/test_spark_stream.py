@@ -1,5 +1,6 @@
 """Streaming reads: rate-limited micro-batches into a Parquet sink with a checkpoint,
-restart, Trigger.AvailableNow, and a partition added while the query runs."""
+restart, Trigger.AvailableNow, minOffsetsPerTrigger/maxTriggerDelay, and a partition or a
+topic (subscribePattern) added while the query runs."""
 
 from __future__ import annotations
 
@@ -197,3 +198,65 @@ def _progress_time(progress: dict[str, Any]) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+async def test_available_now_reads_to_its_target_despite_min_offsets_per_trigger(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    rows = await produce_rows(bs, topic, 2, 50, headers=False)
+    query = (
+        _stream(spark, bs, topic, startingOffsets="earliest", minOffsetsPerTrigger="1000")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120)  # not held back until maxTriggerDelay (15 min)
+    assert query.exception() is None
+    assert _parquet_rows(spark, tmp_path / "out") == sorted(
+        (r.partition, r.offset, r.value) for r in rows
+    )
+
+
+async def test_pattern_picks_up_a_topic_created_while_running(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic, tmp_path: Path
+) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    first = await new_topic(partitions=1)
+    await produce_rows(bs, first, 1, 5, headers=False)
+    query = (
+        spark.readStream.format("aiostream_kafka")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribePattern", f"^{first}(-later)?$")
+        .option("startingOffsets", "latest")
+        .load()
+        .writeStream.format("memory")
+        .queryName("pattern_new_topic")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        later = await new_topic(name=f"{first}-later", partitions=2)
+        await produce_rows(bs, later, 2, 3, headers=False)  # before the query sees it
+        deadline = time.monotonic() + 60
+        got: list[tuple[str, int, int]] = []
+        while time.monotonic() < deadline:
+            query.processAllAvailable()
+            got = sorted(
+                (r.topic, r.partition, r.offset)
+                for r in spark.sql(
+                    "select topic, partition, offset from pattern_new_topic"
+                ).collect()
+            )
+            if len(got) >= 6:
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        query.stop()
+    # the new topic is read from offset 0, as by the built-in source
+    assert got == [(later, p, o) for p in range(2) for o in range(3)]
