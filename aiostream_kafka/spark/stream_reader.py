@@ -195,7 +195,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
           ``begin`` counts from offset 0, as in the JVM) and less than
           ``maxTriggerDelay`` passed since the last trigger it let through; when the delay
           is over, the trigger goes through (and restarts the delay) even with nothing new.
-          Not applied under ``Trigger.AvailableNow``: the run goes to its fixed target.
+          Not applied under ``Trigger.AvailableNow``: the run goes to its fixed target (so
+          does the JVM source's, checked side by side).
         * A maximum (``ReadMaxRows``): at most that many offsets, shared among partitions
           in proportion to their backlog (new partitions from their earliest offset).
 
