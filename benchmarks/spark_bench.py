@@ -5,9 +5,9 @@ is ``format("aiostream_kafka")`` (Python workers, Arrow batches), the JVM one is
 ``format("kafka")`` from ``org.apache.spark:spark-sql-kafka-0-10_2.13`` with its runtime
 jars (token provider, kafka-clients, commons-pool2), fetched from Maven Central with
 ``mvn`` on the first run into the aiostream_kafka cache. Maven Central has no connector of
-pyspark's version (4.3.0) and no token provider after 4.0.0, so the newest combination
-there (connector 4.2.0 + token provider 4.0.0) is used; the exact jars are printed, and a
-note when the connector's version is not pyspark's. Each round
+pyspark's version (4.3.0) yet, so the newest there (connector and token provider 4.2.0) is
+used; the exact jars are printed, and a note when the connector's version is not
+pyspark's. Each round
 runs ``spark.read...load().write.parquet(...)`` for each connector, interleaved; the figure
 is rows per second of the whole job (planning, reading, Arrow/row conversion, Parquet
 writing). The machine is shared (the broker runs on it too): compare the ratio within one
@@ -71,13 +71,14 @@ class ConnectorSet:
         return f"connector {self.connector} + token provider {self.token_provider}"
 
 
-#: Tried in order. Maven Central has no 4.3.x connector yet, and no token provider after
-#: 4.0.0 (4.1.x/4.2.0 are missing), so the newest connector runs with the 4.0.0 token
-#: provider; it is binary compatible with Spark 4.3.0 for reading (checked).
+#: Tried in order, each connector with the token provider of its own release line (the
+#: newest there: Maven Central has token providers 4.0.0, 4.1.1 and 4.2.0, no 4.1.2/4.1.3).
+#: Maven Central has no 4.3.x connector yet (checked 2026-11-25), so the 4.2.0 pair runs on
+#: pyspark 4.3.0; the benchmark prints that note.
 CONNECTOR_SETS = [
     ConnectorSet("4.3.0", "4.3.0", "3.9.2", "2.13.1"),
-    ConnectorSet("4.2.0", "4.0.0", "3.9.2", "2.13.1"),
-    ConnectorSet("4.1.3", "4.0.0", "3.9.1", "2.12.1"),
+    ConnectorSet("4.2.0", "4.2.0", "3.9.2", "2.13.1"),
+    ConnectorSet("4.1.3", "4.1.1", "3.9.1", "2.12.1"),
 ]
 
 _POM = """<?xml version="1.0" encoding="UTF-8"?>

@@ -47,6 +47,7 @@ try:  # Spark >= 4.2: admission control and Trigger.AvailableNow
         ReadAllAvailable,
         ReadLimit,
         ReadMaxRows,
+        ReadMinRows,
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pragma: no cover - Spark 4.0/4.1
@@ -63,6 +64,12 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1
         def __init__(self, max_rows: int) -> None:
             self.max_rows = max_rows
 
+    class ReadMinRows(ReadLimit):  # type: ignore[no-redef]
+        """Stand-in on Spark versions without admission control."""
+
+        def __init__(self, min_rows: int) -> None:
+            self.min_rows = min_rows
+
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in on Spark versions without Trigger.AvailableNow for Python sources."""
 
@@ -73,8 +80,6 @@ except ImportError:  # pragma: no cover - Spark 4.0/4.1
 __all__ = ["KafkaStreamReader"]
 
 log = logging.getLogger(__name__)
-
-_LONG_MAX = 2**63 - 1
 
 
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -88,7 +93,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self.schema = schema
         self._available_now: Offsets | None = None
-        self._last_trigger_ms: float | None = None
+        # When minOffsetsPerTrigger last let a trigger through (time.monotonic() seconds);
+        # None: never, so the first trigger of a query runs at once, as in the JVM source.
+        self._last_trigger: float | None = None
+        self._latest: Offsets = {}  # the latest offsets the last latestOffset() saw
 
     # -- driver side -----------------------------------------------------------------------
 
@@ -111,14 +119,16 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(offsets)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """``ReadMaxRows(maxOffsetsPerTrigger)`` when a per-trigger bound is set, else
-        ``ReadAllAvailable``. (With only ``minOffsetsPerTrigger``, an unbounded
-        ``ReadMaxRows`` marks "apply the options" apart from ``ReadAllAvailable``.)"""
+        """The limit the options set, as the JVM source's: ``ReadMaxRows`` with
+        ``maxOffsetsPerTrigger``, ``ReadMinRows`` with only ``minOffsetsPerTrigger``, else
+        ``ReadAllAvailable``. With both, ``ReadMaxRows``: PySpark has no composite limit
+        (the JVM's ``CompositeReadLimit``), so the minimum then comes from the options.
+        ``maxTriggerDelay`` always does (PySpark's ``ReadMinRows`` has no delay)."""
         opts = self.opts
         if opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(opts.max_offsets_per_trigger)
         if opts.min_offsets_per_trigger is not None:
-            return ReadMaxRows(_LONG_MAX)
+            return ReadMinRows(opts.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -137,10 +147,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, Any]:
         """The end of the next micro-batch: the latest offsets (or the AvailableNow
-        target), limited by ``maxOffsetsPerTrigger`` (shared in proportion to each
-        partition's backlog) and held back by ``minOffsetsPerTrigger`` until enough is
-        there or ``maxTriggerDelay`` passed. Returns ``start`` itself when there is
-        nothing new.
+        target), admitted by ``limit`` (see :meth:`admit`). Returns ``start`` itself when
+        there is nothing new or the batch is held back.
 
         Raises:
             KafkaError: the cluster could not be asked.
@@ -164,44 +172,79 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return latest, earliest
 
         latest, new_earliest = run_with_admin(opts, plan)
+        self._latest = latest
+        end = self.admit(begin, latest, new_earliest, limit, time.monotonic())
+        if end is None:
+            return start if start is not None else to_json(begin)
+        return to_json(end)
+
+    def admit(
+        self,
+        begin: Offsets,
+        latest: Offsets,
+        new_earliest: Offsets,
+        limit: ReadLimit | None,
+        now: float,
+    ) -> Offsets | None:
+        """Admission control, as the JVM source's ``latestOffset``: the end offsets of the
+        next micro-batch from ``begin`` towards ``latest``, or None to hold it back.
+
+        * ``ReadAllAvailable`` (``Trigger.Once``, or no option set): ``latest``.
+        * A minimum (``ReadMinRows``, or ``minOffsetsPerTrigger`` beside ``ReadMaxRows``):
+          held back while fewer new offsets than that are there (a partition not in
+          ``begin`` counts from offset 0, as in the JVM) and less than
+          ``maxTriggerDelay`` passed since the last trigger it let through; when the delay
+          is over, the trigger goes through (and restarts the delay) even with nothing new.
+          Not applied under ``Trigger.AvailableNow``: the run goes to its fixed target (so
+          does the JVM source's, checked side by side).
+        * A maximum (``ReadMaxRows``): at most that many offsets, shared among partitions
+          in proportion to their backlog (new partitions from their earliest offset).
+
+        ``limit`` None (Spark 4.0/4.1 call ``latestOffset()`` without one): the options.
+
+        Args:
+            begin: the start offsets of the batch (from the checkpoint).
+            latest: the latest offsets, or the AvailableNow target.
+            new_earliest: the earliest offsets of the partitions of ``latest`` that are
+                not in ``begin``.
+            limit: the read limit Spark passed.
+            now: ``time.monotonic()``.
+        """
+        opts = self.opts
+        if isinstance(limit, ReadAllAvailable):
+            return dict(latest)
+        min_rows: int | None = opts.min_offsets_per_trigger
+        max_rows: int | None = opts.max_offsets_per_trigger
+        if isinstance(limit, ReadMinRows):
+            min_rows, max_rows = limit.min_rows, None
+        elif isinstance(limit, ReadMaxRows):
+            max_rows = limit.max_rows
+        if min_rows is not None and self._available_now is None:
+            delay_over = (
+                self._last_trigger is None
+                or (now - self._last_trigger) * 1000 >= opts.max_trigger_delay_ms
+            )
+            if not delay_over:
+                new = sum(end - begin.get(tp, 0) for tp, end in latest.items())
+                if new < min_rows:
+                    log.debug("%d new offsets < minOffsetsPerTrigger %d; waiting", new, min_rows)
+                    return None
+            self._last_trigger = now
+        if max_rows is None:
+            return dict(latest)
         from_here = {**new_earliest, **{tp: o for tp, o in begin.items() if tp in latest}}
         # Deleted or shrunk partitions are dealt with in partitions(); here they only must
         # not count as backlog.
         for tp, offset in list(from_here.items()):
             if latest[tp] < offset:
                 from_here[tp] = latest[tp]
-        use_options = limit is None or not isinstance(limit, ReadAllAvailable)
-        backlog = sum(max(0, latest[tp] - from_here[tp]) for tp in latest)
-        now_ms = time.time() * 1000
-        if self._last_trigger_ms is None:
-            self._last_trigger_ms = now_ms
-        if (
-            use_options
-            and target is None
-            and opts.min_offsets_per_trigger is not None
-            and backlog < opts.min_offsets_per_trigger
-            and now_ms - self._last_trigger_ms < opts.max_trigger_delay_ms
-        ):
-            log.debug(
-                "%d new offsets < minOffsetsPerTrigger %d; waiting",
-                backlog,
-                opts.min_offsets_per_trigger,
-            )
-            return start if start is not None else to_json(begin)
-        end = latest
-        max_rows = getattr(limit, "max_rows", None) if limit is not None else None
-        if use_options and max_rows is None:
-            max_rows = opts.max_offsets_per_trigger
-        if use_options and max_rows is not None and max_rows < _LONG_MAX:
-            end = rate_limit(from_here, latest, int(max_rows))
-        result = to_json(end)
-        if result != to_json(begin):
-            self._last_trigger_ms = now_ms
-        return result
+        return rate_limit(from_here, latest, int(max_rows))
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        """Not reported (it would cost a look-up per trigger)."""
-        return None
+        """The latest offsets the last :meth:`latestOffset` saw (shown as the source's
+        ``latestOffset`` in the query progress), as the JVM source reports them; None
+        before the first call or with no partitions."""
+        return to_json(self._latest) if self._latest else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         """The input partitions of the micro-batch ``(start, end]``, with the partition

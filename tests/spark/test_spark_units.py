@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 import pytest
 
@@ -94,27 +95,44 @@ def test_assign_and_pattern_and_defaults() -> None:
             "'kafka.sasl.mechanism' must be PLAIN",
         ),
         (
-            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL",
-             "kafka.sasl.mechanism": "SCRAM-SHA-512"},
+            {
+                **BS,
+                "subscribe": "t",
+                "kafka.security.protocol": "SASL_SSL",
+                "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            },
             "needs option 'kafka.sasl.jaas.config'",
         ),
         (
-            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
-             "kafka.sasl.mechanism": "SCRAM-SHA-512",
-             "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain."
-             'PlainLoginModule required username="u" password="TOPSECRET";'},
+            {
+                **BS,
+                "subscribe": "t",
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain."
+                'PlainLoginModule required username="u" password="TOPSECRET";',
+            },
             "needs org.apache.kafka.common.security.scram.ScramLoginModule",
         ),
         (
-            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
-             "kafka.sasl.mechanism": "PLAIN",
-             "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain."
-             'PlainLoginModule required password="TOPSECRET";'},
+            {
+                **BS,
+                "subscribe": "t",
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain."
+                'PlainLoginModule required password="TOPSECRET";',
+            },
             "lacks username for PLAIN",
         ),
         (
-            {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
-             "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": "TOPSECRET"},
+            {
+                **BS,
+                "subscribe": "t",
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "PLAIN",
+                "kafka.sasl.jaas.config": "TOPSECRET",
+            },
             "is not a JAAS line",
         ),
         ({**BS, "subscribe": "t", "kafka.isolation.level": "x"}, "'read_uncommitted' or"),
@@ -282,3 +300,78 @@ def test_rate_limit_is_proportional_and_never_starves() -> None:
     assert rate_limit(start, latest, 10_000) == latest
     # nothing new: unchanged
     assert rate_limit(latest, latest, 10) == latest
+
+
+def _stream_reader(**options: str) -> Any:
+    pytest.importorskip("pyspark")
+    from pyspark.sql.types import StructType
+
+    from aiostream_kafka.spark.stream_reader import KafkaStreamReader
+
+    return KafkaStreamReader(
+        parse_source_options({**BS, "subscribe": "t", **options}), StructType()
+    )
+
+
+def test_default_read_limit_follows_the_options() -> None:
+    pytest.importorskip("pyspark")
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    assert _stream_reader().getDefaultReadLimit() == ReadAllAvailable()
+    assert _stream_reader(maxOffsetsPerTrigger="9").getDefaultReadLimit() == ReadMaxRows(9)
+    assert _stream_reader(minOffsetsPerTrigger="5").getDefaultReadLimit() == ReadMinRows(5)
+    # no composite limit in PySpark: the maximum goes to Spark, the minimum stays in options
+    both = _stream_reader(minOffsetsPerTrigger="5", maxOffsetsPerTrigger="9")
+    assert both.getDefaultReadLimit() == ReadMaxRows(9)
+
+
+def test_min_offsets_per_trigger_waits_for_rows_or_the_delay() -> None:
+    pytest.importorskip("pyspark")
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMinRows
+
+    reader = _stream_reader(minOffsetsPerTrigger="10", maxTriggerDelay="5s")
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMinRows(10)
+    t0, t1 = {TP("t", 0): 0}, {TP("t", 0): 3}
+    # the first trigger of a query goes through whatever is there (as the JVM source's)
+    assert reader.admit(t0, t1, {}, limit, now=100.0) == t1
+    # 3 then 9 new offsets < 10, within 5 s of the last trigger: held back
+    t2 = {TP("t", 0): 12}
+    assert reader.admit(t1, {TP("t", 0): 6}, {}, limit, now=101.0) is None
+    assert reader.admit(t1, t2, {}, limit, now=104.9) is None
+    # Trigger.Once (ReadAllAvailable) ignores the minimum
+    assert reader.admit(t1, t2, {}, ReadAllAvailable(), now=104.9) == t2
+    # the delay is over: goes through with what there is, and the delay starts again
+    assert reader.admit(t1, t2, {}, limit, now=105.0) == t2
+    assert reader.admit(t2, {TP("t", 0): 13}, {}, limit, now=106.0) is None
+    # 10 new offsets, one in a partition that appeared (counted from 0, as in the JVM)
+    latest = {TP("t", 0): 21, TP("t", 1): 1}
+    assert reader.admit(t2, latest, {TP("t", 1): 0}, limit, now=106.5) == latest
+    # the delay also passes with nothing new: the trigger goes through empty
+    assert reader.admit(latest, latest, {}, limit, now=112.0) == latest
+    assert reader.admit(latest, {TP("t", 0): 22, TP("t", 1): 1}, {}, limit, now=113.0) is None
+
+
+def test_min_and_max_offsets_per_trigger_together() -> None:
+    pytest.importorskip("pyspark")
+    reader = _stream_reader(minOffsetsPerTrigger="10", maxOffsetsPerTrigger="20")
+    limit = reader.getDefaultReadLimit()
+    start = {TP("t", 0): 0, TP("t", 1): 0}
+    assert reader.admit(start, {TP("t", 0): 1, TP("t", 1): 1}, {}, limit, now=0.0) == {
+        TP("t", 0): 1,
+        TP("t", 1): 1,
+    }
+    after = {TP("t", 0): 1, TP("t", 1): 1}
+    assert reader.admit(after, {TP("t", 0): 5, TP("t", 1): 5}, {}, limit, now=1.0) is None
+    # 90 + 10 new: enough, and cut to 20 in proportion (18 + 2)
+    end = reader.admit(after, {TP("t", 0): 91, TP("t", 1): 11}, {}, limit, now=2.0)
+    assert end == {TP("t", 0): 19, TP("t", 1): 3}
+
+
+def test_available_now_ignores_the_minimum_and_reports_the_latest() -> None:
+    reader = _stream_reader(minOffsetsPerTrigger="1000", maxOffsetsPerTrigger="2000")
+    reader._available_now = target = {TP("t", 0): 50}
+    assert reader.admit({TP("t", 0): 0}, target, {}, reader.getDefaultReadLimit(), 1.0) == target
+    assert reader.reportLatestOffset() is None  # nothing looked up yet
+    reader._latest = target
+    assert reader.reportLatestOffset() == {"t": {"0": 50}}
