@@ -67,6 +67,7 @@ test-fast: $(STAMP) broker-jars
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check aiostream_kafka tests tools benchmarks examples
+	$(VENV)/bin/ruff format --check aiostream_kafka tests tools benchmarks examples setup.py
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

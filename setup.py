@@ -34,8 +34,11 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:  # no compiler, no headers: the pure package still works
-            print(f"warning: building the compiled modules failed ({exc}); installing the "
-                  "pure-Python package", file=sys.stderr)
+            print(
+                f"warning: building the compiled modules failed ({exc}); installing the "
+                "pure-Python package",
+                file=sys.stderr,
+            )
 
     def build_extension(self, ext):  # type: ignore[no-untyped-def]
         try:

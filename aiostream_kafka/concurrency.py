@@ -75,7 +75,8 @@ async def run_in_worker(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 async def _wait_absorbing(
-    tasks: set[asyncio.Future[Any]], timeout: float | None  # noqa: ASYNC109 -- absorbs cancels
+    tasks: set[asyncio.Future[Any]],
+    timeout: float | None,  # noqa: ASYNC109 -- absorbs cancels
 ) -> tuple[asyncio.CancelledError | None, set[asyncio.Future[Any]]]:
     """Wait until every task is done or ``timeout`` passes, holding back cancellations of
     the caller. Return (the caller's cancellation, to be re-raised by the caller once its

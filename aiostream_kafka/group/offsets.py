@@ -154,9 +154,7 @@ class GroupOffsets:
         response = await conn.request(request, version=version)
         assert isinstance(response, OffsetCommitResponse)
         for answered in response.topics:
-            name = (
-                getattr(answered, "name", None) or snapshot.topic_name(answered.topic_id) or "?"
-            )
+            name = getattr(answered, "name", None) or snapshot.topic_name(answered.topic_id) or "?"
             for p in answered.partitions:
                 code = p.error_code
                 if code == 0:

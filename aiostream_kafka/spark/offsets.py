@@ -147,9 +147,7 @@ def plan_ranges(
     ]
     if max_records_per_partition is not None:
         ranges = [
-            piece
-            for r in ranges
-            for piece in _split(r, -(-r.size // max_records_per_partition))
+            piece for r in ranges for piece in _split(r, -(-r.size // max_records_per_partition))
         ]
     if min_partitions is None or min_partitions <= len(ranges):
         return ranges

@@ -49,10 +49,7 @@ class Recorder:
     def revoked(self, since: int = 0) -> set[TopicPartition]:
         """Partitions revoked or lost since event number ``since``."""
         return {
-            tp
-            for kind, parts in self.events[since:]
-            if kind in ("revoked", "lost")
-            for tp in parts
+            tp for kind, parts in self.events[since:] if kind in ("revoked", "lost") for tp in parts
         }
 
 

@@ -25,8 +25,7 @@ _header = st.tuples(st.text(max_size=70), st.none() | st.binary(max_size=200))
 _record = st.tuples(
     st.none() | _bytes,
     st.none() | _bytes,
-    st.lists(_header, max_size=4)
-    | st.builds(lambda h, n: [h] * n, _header, st.integers(60, 70)),
+    st.lists(_header, max_size=4) | st.builds(lambda h, n: [h] * n, _header, st.integers(60, 70)),
     st.integers(min_value=0, max_value=2**41),
 )
 

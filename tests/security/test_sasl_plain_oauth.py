@@ -122,10 +122,13 @@ async def test_a_providers_extensions_method_is_read_at_each_authentication() ->
     mechanism = OAuthBearerMechanism(provider, extensions={"identityPoolId": "pool-9"})
     for n in (1, 2):
         exchange = await mechanism.begin()
-        assert exchange.start() == (
-            f"n,,\x01auth=Bearer {TOKEN}\x01identityPoolId=pool-9\x01logicalCluster=lkc-{n}"
-            "\x01\x01"
-        ).encode()
+        assert (
+            exchange.start()
+            == (
+                f"n,,\x01auth=Bearer {TOKEN}\x01identityPoolId=pool-9\x01logicalCluster=lkc-{n}"
+                "\x01\x01"
+            ).encode()
+        )
 
 
 async def test_malformed_extensions_from_a_provider_are_a_config_error() -> None:
