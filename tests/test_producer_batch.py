@@ -403,6 +403,20 @@ def _cancelled_messages(caplog: pytest.LogCaptureFixture) -> list[logging.LogRec
     return [r for r in caplog.records if r.name == BATCH_LOG and "cancelled" in r.getMessage()]
 
 
+async def _cancel_once_appended(producer: Producer, task: asyncio.Task, count: int) -> None:  # type: ignore[type-arg]
+    """Cancel a ``send_batch`` task as soon as its ``count`` records are in batches: it is
+    then awaiting their acknowledgements, which take a few event-loop turns and a round
+    trip to the broker (an awaited call does not linger while nothing else is appended,
+    so a sleep shorter than ``linger_ms`` no longer lands before the acks)."""
+    acc = producer._accumulator
+    assert acc is not None
+    async with asyncio.timeout(10):
+        while sum(b.record_count for b in acc.incomplete) < count:  # noqa: ASYNC110 -- each turn
+            await asyncio.sleep(0)
+    assert not task.done()
+    task.cancel()
+
+
 async def test_cancelled_while_appending_sends_what_was_appended_and_logs_it(
     kafka_cluster: KafkaCluster, new_topic, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -440,9 +454,10 @@ async def test_cancelled_while_waiting_for_acks_logs_the_outcome(
     caplog.set_level(logging.INFO, logger=BATCH_LOG)
     topic = await new_topic(partitions=1)
     async with Producer(kafka_cluster.bootstrap_servers, linger_ms=300) as producer:
-        with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.05):  # the records linger 300 ms
-                await producer.send_batch(topic, [_value(i) for i in range(1000)])
+        task = asyncio.create_task(producer.send_batch(topic, [_value(i) for i in range(1000)]))
+        await _cancel_once_appended(producer, task, 1000)
+        with pytest.raises(asyncio.CancelledError):
+            await task
         await producer.flush()
     (log,) = _cancelled_messages(caplog)
     assert "after appending 1000 of its 1000 record(s); all 1000 were acknowledged" in (
@@ -465,8 +480,7 @@ async def test_a_failure_after_cancellation_is_logged_not_lost(
         kafka_cluster.bootstrap_servers, batch_size=1500, linger_ms=200
     ) as producer:
         task = asyncio.create_task(producer.send_batch(topic, values))
-        await asyncio.sleep(0.05)
-        task.cancel()
+        await _cancel_once_appended(producer, task, len(values))
         with pytest.raises(asyncio.CancelledError):
             await task
         await producer.flush()
