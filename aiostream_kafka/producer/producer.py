@@ -787,7 +787,7 @@ class Producer:
 
     async def send_record(self, record: ProducerRecord) -> RecordMetadata:
         """:meth:`send` for a :class:`ProducerRecord`."""
-        future = await self.enqueue(
+        return await self.send(
             record.topic,
             record.value,
             record.key,
@@ -795,9 +795,6 @@ class Producer:
             record.partition,
             record.timestamp_ms,
         )
-        if self._lingers and not future.done():
-            self._expedite_when_idle()
-        return await future
 
     def _expedite_when_idle(self) -> None:
         """A caller awaits a record's acknowledgement (:meth:`send`): once the event loop
