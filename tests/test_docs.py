@@ -157,9 +157,12 @@ def test_api_reference_lists_every_public_member_public_first(
     must be added there too, or it would be missing from the docs."""
     import importlib
 
+    from aiostream_kafka.habits import Habit
+
     module, _, name = target.rpartition(".")
     cls = getattr(importlib.import_module(module), name)
-    public = {n for n in vars(cls) if not n.startswith("_")}
+    # aiokafka's names (aiostream_kafka.habits) are class attributes that raise when read
+    public = {n for n, v in vars(cls).items() if not n.startswith("_") and not isinstance(v, Habit)}
     listed = _listed_members(ROOT / "docs" / "reference" / f"{page}.md", target)
     assert len(listed) == len(set(listed)), f"listed twice: {listed}"
     assert set(listed) == public, (

@@ -1,7 +1,8 @@
 """Every example in ``examples/`` runs against the session broker, as a user would run it
 (a subprocess with ``--bootstrap-servers``), and does what it says.
 
-``spark_pipeline.py`` runs in tests/spark/test_spark_example.py; ``demo.py`` runs with a small ``--records``.
+``spark_pipeline.py`` runs in tests/spark/test_spark_example.py; ``demo.py`` runs with a small
+``--records``.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Never, TypeVar
+from typing import Any, Never, TypeVar
 
+from aiostream_kafka import habits
 from aiostream_kafka.admin.types import (
     AlterConfigOp,
     BrokerDescription,
@@ -48,7 +49,6 @@ from aiostream_kafka.errors import (
     NetworkError,
     UnsupportedVersionError,
 )
-from aiostream_kafka.habits import missing_attribute
 from aiostream_kafka.options import check_options
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.messages.consumer_protocol_assignment import (
@@ -295,17 +295,6 @@ class Admin:
         """:meth:`close` under aiokafka's name: the same call, same ``timeout``; returns
         once the admin client is closed."""
         await self.close(timeout)
-
-    if not TYPE_CHECKING:  # at run time only: type checkers still flag unknown attributes
-
-        def __getattr__(self, name: str) -> Any:
-            """Raise for a missing attribute, naming the equivalent of an aiokafka call
-            (``aiostream_kafka.habits``).
-
-            Raises:
-                AttributeError: always (``MissingHabitError`` for an aiokafka/Java name).
-            """
-            raise missing_attribute(self, name)
 
     async def __aenter__(self) -> Admin:
         try:
@@ -1233,3 +1222,6 @@ def _decode_assignment(raw: bytes | memoryview) -> list[TopicPartition]:
 def _loop_deadline(deadline: float) -> float:
     """``deadline`` (a ``time.monotonic()`` value) on the running loop's clock."""
     return asyncio.get_running_loop().time() + (deadline - time.monotonic())
+
+
+habits.install(Admin)  # aiokafka names raise, naming ours (aiostream_kafka.habits)

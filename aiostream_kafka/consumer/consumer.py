@@ -26,14 +26,14 @@ import ssl
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Never
+from typing import Any, Never
 
+from aiostream_kafka import habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, retrieve, shielded
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import ConfigError, KafkaError
-from aiostream_kafka.habits import missing_attribute
 from aiostream_kafka.options import check_options
 from aiostream_kafka.protocol.error_codes import UnknownTopicOrPartitionError
 from aiostream_kafka.serde import Deserializer
@@ -475,17 +475,6 @@ class Consumer:
         once the consumer is closed."""
         await self.close(timeout)
 
-    if not TYPE_CHECKING:  # at run time only: type checkers still flag unknown attributes
-
-        def __getattr__(self, name: str) -> Any:
-            """Raise for a missing attribute, naming the equivalent of an aiokafka call
-            (``aiostream_kafka.habits``).
-
-            Raises:
-                AttributeError: always (``MissingHabitError`` for an aiokafka/Java name).
-            """
-            raise missing_attribute(self, name)
-
     async def __aenter__(self) -> Consumer:
         try:
             await self.start()
@@ -901,3 +890,6 @@ class Consumer:
     def cluster(self) -> Cluster:
         """The metadata cache and connection pool (for diagnostics)."""
         return self._cluster
+
+
+habits.install(Consumer)  # aiokafka names raise, naming ours (aiostream_kafka.habits)

@@ -16,8 +16,9 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Never
+from typing import Any, Never
 
+from aiostream_kafka import habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
@@ -29,7 +30,6 @@ from aiostream_kafka.errors import (
     KafkaTimeoutError,
     reraisable,
 )
-from aiostream_kafka.habits import missing_attribute
 from aiostream_kafka.options import check_options
 from aiostream_kafka.producer.accumulator import (
     PLAIN_OVERHEAD,
@@ -584,17 +584,6 @@ class Producer:
         """:meth:`close` under aiokafka's name: the same call, same ``timeout``; returns
         once the producer is closed."""
         await self.close(timeout)
-
-    if not TYPE_CHECKING:  # at run time only: type checkers still flag unknown attributes
-
-        def __getattr__(self, name: str) -> Any:
-            """Raise for a missing attribute, naming the equivalent of an aiokafka call
-            (``aiostream_kafka.habits``).
-
-            Raises:
-                AttributeError: always (``MissingHabitError`` for an aiokafka/Java name).
-            """
-            raise missing_attribute(self, name)
 
     async def __aenter__(self) -> Producer:
         try:
@@ -1690,3 +1679,6 @@ class TransactionScope:
 def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+habits.install(Producer)  # aiokafka names raise, naming ours (aiostream_kafka.habits)
