@@ -376,17 +376,21 @@ class RecordBatchBuilder:
         if not od:
             self._base_ts = self._max_ts = timestamps[0]
         base = self._base_ts
+        if _ENCODE is not None and type(values) is list and type(timestamps) is list:
+            # compiled: the checks run in the encoding loop (None: one failed, the general
+            # path below)
+            done = _ENCODE(self._buf, values, timestamps, base, od, _ZZ, _ATTRS_TSD, _OD_NULL_KEY)
+            if done is not None:
+                self._count, high = done
+                if high > self._max_ts:
+                    self._max_ts = high
+                return
         low, high = min(timestamps), max(timestamps)
         sizes = list(map(len, values))
         if high > self._max_ts:
             self._max_ts = high
         small = max(sizes) < 8000
         if small and low >= base and high - base < _ZZ_LIMIT and od + count <= _ZZ_LIMIT:
-            if _ENCODE is not None and type(values) is list and type(timestamps) is list:
-                self._count = _ENCODE(
-                    self._buf, values, timestamps, base, od, _ZZ, _ATTRS_TSD, _OD_NULL_KEY
-                )
-                return
             zz = _ZZ
             heads = _ATTRS_TSD
             deltas = _OD_NULL_KEY
