@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from aiostream_kafka.admin import Admin
+from aiostream_kafka.errors import ConfigError, KafkaError
 from aiostream_kafka.structs import TopicPartition
 
-from .fetch import RangeFetcher
 from .offsets import (
+    DataLossError,
     OffsetRange,
     current_partitions,
     data_loss,
@@ -37,6 +39,7 @@ from .offsets import (
 from .options import OffsetBound, SourceOptions
 
 __all__ = [
+    "AdminSession",
     "KafkaBatchReader",
     "KafkaInputPartition",
     "read_partition",
@@ -88,6 +91,116 @@ def run_with_admin(opts: SourceOptions, fn: Callable[[Admin], Awaitable[T]]) -> 
         loop.close()
 
 
+#: An :class:`AdminSession` opens a new Admin once its Admin is this old (seconds)...
+ADMIN_MAX_AGE_S = 600.0
+#: ...or was not used for this long: well within the brokers' default
+#: ``connections.max.idle.ms`` (10 minutes), after which they close idle connections.
+ADMIN_MAX_IDLE_S = 120.0
+
+
+class AdminSession:
+    """An Admin kept open between the synchronous driver-side calls of a streaming query
+    (``latestOffset``, ``partitions``...), in a private event loop of its own.
+
+    Spark makes those calls one after another in one long-lived Python worker; opening an
+    Admin for each (bootstrap connection, ApiVersions, metadata) cost a few round trips
+    per call. The loop runs only during a call: between calls the Admin's connections sit
+    idle. Its lifetime is bounded (``max_age_s``, and ``max_idle_s`` without a call);
+    a call that fails on a reused Admin (a connection the broker closed meanwhile) is run
+    once more on a new one, which is safe as the driver-side calls only look up metadata
+    and offsets. :meth:`close` (from the reader's ``stop()``, or when the object is
+    collected or the worker exits) closes the Admin and the loop.
+    """
+
+    def __init__(
+        self,
+        opts: SourceOptions,
+        *,
+        max_age_s: float = ADMIN_MAX_AGE_S,
+        max_idle_s: float = ADMIN_MAX_IDLE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._opts = opts
+        self._max_age_s = max_age_s
+        self._max_idle_s = max_idle_s
+        self._clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._admin: Admin | None = None
+        self._opened_at = 0.0
+        self._used_at = 0.0
+        #: How many Admins this session opened (diagnostics, tests).
+        self.opened = 0
+
+    def run(self, fn: Callable[[Admin], Awaitable[T]]) -> T:
+        """Run ``fn(admin)`` to completion on the session's Admin (opened when there is
+        none, or the current one is past its age or idle time).
+
+        Raises:
+            ConfigError: bad client options.
+            KafkaError: from ``fn``, or no broker answered.
+        """
+        now = self._clock()
+        if self._admin is not None and (
+            now - self._opened_at >= self._max_age_s or now - self._used_at >= self._max_idle_s
+        ):
+            self.close()
+        reused = self._admin is not None
+        try:
+            return self._call(fn)
+        except (ConfigError, DataLossError):
+            raise  # the answer was read: the Admin is fine
+        except KafkaError as exc:
+            self.close()
+            if not reused:
+                raise
+            log.info("driver-side lookup failed on a reused Admin (%s); retrying on a new one", exc)
+            return self._call(fn)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self._used_at = self._clock()
+
+    def _call(self, fn: Callable[[Admin], Awaitable[T]]) -> T:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self._with_admin(fn))
+
+    async def _with_admin(self, fn: Callable[[Admin], Awaitable[T]]) -> T:
+        if self._admin is None:
+            opts = self._opts.kafka
+            admin = Admin(opts.bootstrap_servers, **opts.client_kwargs())
+            try:
+                await admin.start()
+            except BaseException:
+                await admin.close(timeout=0)
+                raise
+            self._admin, self._opened_at = admin, self._clock()
+            self.opened += 1
+        return await fn(self._admin)
+
+    def close(self) -> None:
+        """Close the Admin (bounded: a second per connection) and the loop; the next
+        :meth:`run` opens new ones. Never raises."""
+        admin, loop = self._admin, self._loop
+        self._admin = self._loop = None
+        if loop is None:
+            return
+        try:
+            if admin is not None:
+                loop.run_until_complete(admin.close(timeout=5))
+        except Exception as exc:  # closing is best effort: the sockets go with the loop
+            log.debug("closing the driver-side Admin failed: %s", exc)
+        finally:
+            loop.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its Admin and loop (they belong to one process)."""
+        state = dict(self.__dict__)
+        state.update(_loop=None, _admin=None)
+        return state
+
+
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     """Yield the records ``[part.start, part.end)`` of one partition as Arrow batches
     (one per Fetch response; see :mod:`.fetch`).
@@ -99,6 +212,10 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.Re
     """
     if part.end <= part.start:
         return
+    # Imported here: the driver-side worker of a stream (which imports this module) never
+    # reads, and the fetcher's imports (numpy, pyarrow.compute) cost it ~0.1-0.3 s a query.
+    from .fetch import RangeFetcher
+
     tp = TopicPartition(part.topic, part.partition)
     fetcher = RangeFetcher(opts, tp, part.start, part.end)
     loop = asyncio.new_event_loop()
