@@ -162,15 +162,57 @@ class Run:
     headers: list[list[tuple[str, bytes | None]] | None] | None
 
 
+def split_by_key(run: Run, partitions: int) -> list[Run]:
+    """``run`` (no partition named, some keys) as one run per partition its keyed rows
+    go to under the default partitioner (:func:`.keyhash.key_partitions`: the producer
+    then skips hashing each key), plus the keyless rows left to the producer's sticky
+    partitioner, in row order within each run."""
+    from .keyhash import key_partitions
+
+    assert run.keys is not None and run.partition is None
+    keys = run.keys
+    by_partition: dict[int, list[int]] = {}
+    keyless: list[int] = []
+    chosen = key_partitions(pa.array(keys, pa.binary()), partitions).tolist()
+    for i, p in enumerate(chosen):
+        if keys[i] is None:
+            keyless.append(i)
+        else:
+            rows = by_partition.get(p)
+            if rows is None:
+                by_partition[p] = [i]
+            else:
+                rows.append(i)
+    if len(by_partition) == 1 and not keyless:
+        ((p, _),) = by_partition.items()
+        return [Run(run.topic, p, run.values, keys, run.headers)]
+    values, headers = run.values, run.headers
+    out = []
+    for p, rows in [*sorted(by_partition.items()), (None, keyless)]:
+        if rows:
+            out.append(
+                Run(
+                    run.topic,
+                    p,
+                    [values[i] for i in rows],
+                    None if p is None else [keys[i] for i in rows],
+                    None if headers is None else [headers[i] for i in rows],
+                )
+            )
+    return out
+
+
 def plan_runs(batch: pa.RecordBatch, topic_option: str | None) -> list[Run]:
     """Split one Arrow batch into producer calls: one call per (topic, partition) with
     the rows in their order (one call for the whole batch with a ``topic`` option and no
     ``partition`` column).
 
-    The order of records within a partition is the rows' order, as with one call per
-    row: rows are grouped by their topic and partition column, except in a topic where
-    some rows name a partition and others do not (keyed rows may hash to a named one);
-    such a topic is written in runs of consecutive rows instead.
+    Rows are grouped by their topic and partition column, in row order, except in a topic
+    where some rows name a partition and others do not (keyed rows may hash to a named
+    one): such a topic is written in runs of consecutive rows instead, so that rows
+    naming a partition or with a key keep their order within the partition. (Keyless rows
+    without a partition go where the producer's sticky partitioner puts them, which
+    guarantees no order, as with one call per row.)
 
     Raises:
         ConfigError: a row has no topic (null column, no option).
@@ -251,7 +293,18 @@ async def _write_batches(
             batch = next_batch(batches)
             if batch is None:
                 break
-            for run in plan_runs(batch, opts.topic):
+            runs = plan_runs(batch, opts.topic)
+            if any(run.keys is not None and run.partition is None for run in runs):
+                runs = [
+                    piece
+                    for run in runs
+                    for piece in (
+                        [run]
+                        if run.keys is None or run.partition is not None
+                        else split_by_key(run, len(await producer.partitions_for(run.topic)))
+                    )
+                ]
+            for run in runs:
                 future = await producer.enqueue_batch(
                     run.topic,
                     run.values,

@@ -4,13 +4,16 @@ value and headers, in order within each partition."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
 from aiostream_kafka.errors import ConfigError
-from aiostream_kafka.spark.writer import plan_runs
+from aiostream_kafka.producer.partitioner import partition_for_key
+from aiostream_kafka.spark.keyhash import key_partitions
+from aiostream_kafka.spark.writer import Run, plan_runs, split_by_key
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -120,3 +123,36 @@ def test_null_topic_fails_before_anything_is_planned() -> None:
 def test_empty_batch_plans_nothing() -> None:
     batch = _batch(topic=([], pa.string()), value=([], pa.binary()))
     assert plan_runs(batch, None) == []
+
+
+def test_key_partitions_match_the_default_partitioner() -> None:
+    rnd = random.Random(7)
+    keys = [bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(0, 23))) for _ in range(3000)]
+    keys += [str(i).encode() for i in range(1000)]
+    array = pa.array(keys, pa.binary())
+    for count in (1, 2, 3, 12, 1000):
+        assert key_partitions(array, count).tolist() == [partition_for_key(k, count) for k in keys]
+    sliced = array.slice(17, 500)  # an offset into the buffers
+    assert key_partitions(sliced, 5).tolist() == [partition_for_key(k, 5) for k in keys[17:517]]
+    large = pa.array(keys[:300], pa.large_binary())
+    assert key_partitions(large, 6).tolist() == [partition_for_key(k, 6) for k in keys[:300]]
+    assert key_partitions(pa.array([], pa.binary()), 3).tolist() == []
+
+
+def test_split_by_key_names_the_partitions_and_leaves_keyless_rows() -> None:
+    keys = [b"a", None, b"b", b"c", None, b"a", b"d"]
+    run = Run("t", None, [f"v{i}".encode() for i in range(7)], keys, [None] * 7)
+    pieces = split_by_key(run, 3)
+    expected = {
+        f"v{i}".encode(): ("t", None if k is None else partition_for_key(k, 3), k, None)
+        for i, k in enumerate(keys)
+    }
+    got = {value: (topic, p, key, h) for topic, p, key, value, h in _rows(pieces)}
+    assert got == expected
+    keyless = [p for p in pieces if p.partition is None]
+    assert len(keyless) == 1 and keyless[0].keys is None
+    assert keyless[0].values == [b"v1", b"v4"]
+    for piece in pieces:  # each partition's rows in row order
+        numbers = [int(v[1:]) for v in piece.values]
+        assert numbers == sorted(numbers)
+    assert len({p.partition for p in pieces}) == len(pieces)
