@@ -1,12 +1,13 @@
 """Reading: the input partition (one offset range), the executor-side range reader shared
 by the batch and the streaming reader, the driver-side loop runner, and the batch reader.
 
-Spark runs ``read()`` in executor Python workers without an event loop: each call creates a
-private loop, drives the async :class:`~.fetch.RangeFetcher` (Fetch requests of its own,
-record batches decoded straight into Arrow columns) with ``run_until_complete`` and yields
-the Arrow batches between those calls, never from inside the loop. The generator's
-``finally`` closes the fetcher's connections and the loop, also when Spark stops reading
-early (``limit()``).
+Spark runs ``read()`` in executor Python workers without an event loop: each call uses the
+worker's private loop (kept, with its connections, between the worker's reads:
+:class:`WorkerClients`), drives the async :class:`~.fetch.RangeFetcher` (Fetch requests of
+its own, record batches decoded straight into Arrow columns) with ``run_until_complete``
+and yields the Arrow batches between those calls, never from inside the loop. The
+generator's ``finally`` hands the connections back after a complete read and closes them
+otherwise, also when Spark stops reading early (``limit()``).
 
 A range ends at a *position*, not at a record offset: compaction and transaction markers
 leave gaps, so the reader stops when the fetch position reaches the range's end.
@@ -15,7 +16,9 @@ leave gaps, so the reader stops when the fetch position reaches the range's end.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -25,6 +28,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from aiostream_kafka.admin import Admin
+from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.errors import ConfigError, KafkaError
 from aiostream_kafka.structs import TopicPartition
 
@@ -201,9 +205,92 @@ class AdminSession:
         return state
 
 
+#: An executor worker's kept connections are replaced when this old, or idle this long.
+WORKER_CLUSTER_MAX_AGE_S = 300.0
+WORKER_CLUSTER_MAX_IDLE_S = 60.0
+
+
+class WorkerClients:
+    """The event loop and broker connections of one executor Python worker, kept between
+    its ``read()`` calls (Spark reuses a worker for task after task): a task then starts
+    with a Metadata request on open connections instead of connecting, negotiating
+    versions and bootstrapping again (~15-25 ms a task here). One cluster per set of
+    client options, handed to one read at a time; only a read that ended normally hands
+    it back (a failed or abandoned one closes it). Replaced when
+    ``WORKER_CLUSTER_MAX_AGE_S`` old or idle ``WORKER_CLUSTER_MAX_IDLE_S``; everything is
+    closed at the worker's exit. A forked child starts afresh."""
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # options key -> (cluster, opened at, last handed back at)
+        self._idle: dict[str, tuple[Cluster, float, float]] = {}
+        atexit.register(self.close)
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The worker's event loop (a new one after a fork)."""
+        if os.getpid() != self._pid:  # inherited through fork: not ours to close
+            self._pid, self._loop, self._idle = os.getpid(), None, {}
+        if self._loop is None or self._loop.is_closed():
+            self._loop, self._idle = asyncio.new_event_loop(), {}
+        return self._loop
+
+    def take(self, key: str) -> tuple[Cluster | None, float]:
+        """A kept cluster for ``key`` still within its limits and when it was opened, or
+        (None, now): the caller opens one."""
+        now = time.monotonic()
+        kept = self._idle.pop(key, None)
+        if kept is None:
+            return None, now
+        cluster, opened, used = kept
+        if now - opened >= WORKER_CLUSTER_MAX_AGE_S or now - used >= WORKER_CLUSTER_MAX_IDLE_S:
+            self.discard(cluster)
+            return None, now
+        return cluster, opened
+
+    def give_back(self, key: str, cluster: Cluster, opened: float) -> None:
+        """Keep ``cluster`` for the next read with the same options."""
+        previous = self._idle.pop(key, None)
+        if previous is not None:
+            self.discard(previous[0])
+        self._idle[key] = (cluster, opened, time.monotonic())
+
+    def discard(self, cluster: Cluster) -> None:
+        """Close ``cluster`` now (not while the loop runs). Never raises."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or loop.is_running():
+            return
+        try:
+            loop.run_until_complete(cluster.close())
+        except Exception as exc:  # best effort: the sockets go with the process
+            log.debug("closing kept connections failed: %s", exc)
+
+    def close(self) -> None:
+        """Close every kept cluster and the loop (at exit). Never raises."""
+        if os.getpid() != self._pid:
+            return
+        idle, self._idle = self._idle, {}
+        for cluster, _, _ in idle.values():
+            self.discard(cluster)
+        if self._loop is not None and not self._loop.is_running():
+            self._loop.close()
+        self._loop = None
+
+
+_WORKER = WorkerClients()
+
+
+def _clients_key(opts: SourceOptions) -> str:
+    """Reads with equal client options share connections (an SSL context, unpicklable
+    state of its own, makes every key distinct: those are never shared)."""
+    kafka = opts.kafka
+    return repr((kafka.bootstrap_servers, sorted(kafka.client_kwargs().items(), key=str)))
+
+
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     """Yield the records ``[part.start, part.end)`` of one partition as Arrow batches
-    (one per Fetch response; see :mod:`.fetch`).
+    (one per Fetch response; see :mod:`.fetch`), on the worker's kept connections
+    (:class:`WorkerClients`).
 
     Raises:
         DataLossError: records of the range are gone and ``failOnDataLoss`` is true.
@@ -217,22 +304,29 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.Re
     from .fetch import RangeFetcher
 
     tp = TopicPartition(part.topic, part.partition)
-    fetcher = RangeFetcher(opts, tp, part.start, part.end)
-    loop = asyncio.new_event_loop()
+    loop = _WORKER.loop()
+    key = _clients_key(opts)
+    cluster, opened = _WORKER.take(key)
+    fetcher = RangeFetcher(opts, tp, part.start, part.end, cluster=cluster)
     agen = fetcher.batches()
+    finished = False
     try:
         while True:
             try:
                 batch = loop.run_until_complete(agen.__anext__())
             except StopAsyncIteration:
+                finished = True
                 break
             yield batch
     finally:
         try:
-            loop.run_until_complete(agen.aclose())
-            loop.run_until_complete(fetcher.close())
+            if not loop.is_running():  # (a generator finalized inside another read: no)
+                loop.run_until_complete(agen.aclose())
         finally:
-            loop.close()
+            if finished:
+                _WORKER.give_back(key, fetcher.cluster, opened)
+            else:
+                _WORKER.discard(fetcher.cluster)
     log.debug("read %d records of %s [%d, %d)", fetcher.read, tp, part.start, part.end)
 
 

@@ -32,7 +32,7 @@ def _session(cluster: KafkaCluster, **kwargs: float) -> tuple[AdminSession, Cloc
         {"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic}
     )
     clock = Clock()
-    return AdminSession(opts, clock=clock, **kwargs), clock, topic  # type: ignore[arg-type]
+    return AdminSession(opts, clock=clock, **kwargs), clock, topic
 
 
 async def _partition_count(admin: Admin, topic: str) -> int:
