@@ -9,35 +9,9 @@ __version__ = "0.1.0.dev0"
 # First: importing _native decides between the compiled and the source hot modules.
 from aiostream_kafka import _native  # noqa: F401  # isort: skip
 
-from aiostream_kafka.admin import (  # after __version__: the config module imports it
-    Admin,
-    AlterConfigOp,
-    AlterConfigOpType,
-    BrokerDescription,
-    ClusterDescription,
-    ConfigEntry,
-    ConfigResource,
-    ConfigResourceType,
-    ConsumerGroupDescription,
-    ConsumerGroupListing,
-    ListOffsetsResult,
-    MemberDescription,
-    NewTopic,
-    OffsetAndMetadata,
-    OffsetSpec,
-    PartitionInfo,
-    TopicDescription,
-)
-from aiostream_kafka.consumer import (
-    Consumer,
-    ConsumerStateError,
-    CorruptPartitionDataError,
-    LogTruncationError,
-    NoOffsetForPartitionError,
-    RebalanceCallbackError,
-    RecordDeserializationError,
-    TopicDeletedError,
-)
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from aiostream_kafka.errors import (
     BootstrapError,
     BrokerUnavailableError,
@@ -54,17 +28,6 @@ from aiostream_kafka.errors import (
     TLSHandshakeError,
     UnsupportedVersionError,
 )
-from aiostream_kafka.exactly_once import process_exactly_once
-from aiostream_kafka.producer import (
-    BatchDeliveryError,
-    BatchMetadata,
-    Producer,
-    ProducerClosedError,
-    ProducerRecord,
-    TransactionAbortedError,
-    TransactionState,
-    TransactionStateError,
-)
 from aiostream_kafka.protocol.error_codes import *  # noqa: F403 -- one class per Kafka error code
 from aiostream_kafka.protocol.error_codes import __all__ as _error_code_names
 from aiostream_kafka.structs import (
@@ -74,6 +37,88 @@ from aiostream_kafka.structs import (
     TimestampType,
     TopicPartition,
 )
+
+if TYPE_CHECKING:  # the lazily imported names, for type checkers
+    from aiostream_kafka.admin import (
+        Admin,
+        AlterConfigOp,
+        AlterConfigOpType,
+        BrokerDescription,
+        ClusterDescription,
+        ConfigEntry,
+        ConfigResource,
+        ConfigResourceType,
+        ConsumerGroupDescription,
+        ConsumerGroupListing,
+        ListOffsetsResult,
+        MemberDescription,
+        NewTopic,
+        OffsetAndMetadata,
+        OffsetSpec,
+        PartitionInfo,
+        TopicDescription,
+    )
+    from aiostream_kafka.consumer import (
+        Consumer,
+        ConsumerStateError,
+        CorruptPartitionDataError,
+        LogTruncationError,
+        NoOffsetForPartitionError,
+        RebalanceCallbackError,
+        RecordDeserializationError,
+        TopicDeletedError,
+    )
+    from aiostream_kafka.exactly_once import (
+        process_exactly_once,
+    )
+    from aiostream_kafka.producer import (
+        BatchDeliveryError,
+        BatchMetadata,
+        Producer,
+        ProducerClosedError,
+        ProducerRecord,
+        TransactionAbortedError,
+        TransactionState,
+        TransactionStateError,
+    )
+
+# The clients (and what they define) are imported on first use: see __getattr__.
+_LAZY: dict[str, str] = {
+    "Admin": "aiostream_kafka.admin",
+    "AlterConfigOp": "aiostream_kafka.admin",
+    "AlterConfigOpType": "aiostream_kafka.admin",
+    "BrokerDescription": "aiostream_kafka.admin",
+    "ClusterDescription": "aiostream_kafka.admin",
+    "ConfigEntry": "aiostream_kafka.admin",
+    "ConfigResource": "aiostream_kafka.admin",
+    "ConfigResourceType": "aiostream_kafka.admin",
+    "ConsumerGroupDescription": "aiostream_kafka.admin",
+    "ConsumerGroupListing": "aiostream_kafka.admin",
+    "ListOffsetsResult": "aiostream_kafka.admin",
+    "MemberDescription": "aiostream_kafka.admin",
+    "NewTopic": "aiostream_kafka.admin",
+    "OffsetAndMetadata": "aiostream_kafka.admin",
+    "OffsetSpec": "aiostream_kafka.admin",
+    "PartitionInfo": "aiostream_kafka.admin",
+    "TopicDescription": "aiostream_kafka.admin",
+    "Consumer": "aiostream_kafka.consumer",
+    "ConsumerStateError": "aiostream_kafka.consumer",
+    "CorruptPartitionDataError": "aiostream_kafka.consumer",
+    "LogTruncationError": "aiostream_kafka.consumer",
+    "NoOffsetForPartitionError": "aiostream_kafka.consumer",
+    "RebalanceCallbackError": "aiostream_kafka.consumer",
+    "RecordDeserializationError": "aiostream_kafka.consumer",
+    "TopicDeletedError": "aiostream_kafka.consumer",
+    "process_exactly_once": "aiostream_kafka.exactly_once",
+    "BatchDeliveryError": "aiostream_kafka.producer",
+    "BatchMetadata": "aiostream_kafka.producer",
+    "Producer": "aiostream_kafka.producer",
+    "ProducerClosedError": "aiostream_kafka.producer",
+    "ProducerRecord": "aiostream_kafka.producer",
+    "TransactionAbortedError": "aiostream_kafka.producer",
+    "TransactionState": "aiostream_kafka.producer",
+    "TransactionStateError": "aiostream_kafka.producer",
+}
 
 # The name the wave-2 API uses for Kafka's SASL_AUTHENTICATION_FAILED (error 58).
 SaslAuthenticationError = SaslAuthenticationFailedError  # noqa: F405
@@ -138,3 +183,29 @@ __all__ = [
     "process_exactly_once",
     *(n for n in _error_code_names if n.endswith("Error") and n not in _OWN_ERRORS),
 ]
+
+#: The submodules ``import aiostream_kafka`` loaded when it imported the clients eagerly.
+_SUBMODULES = frozenset(
+    {"admin", "cluster", "concurrency", "config", "consumer", "exactly_once", "group"}
+    | {"habits", "net", "options", "producer", "protocol", "security", "serde"}
+)
+
+
+def __getattr__(name: str) -> Any:
+    """Import the clients on first use (PEP 562): ``import aiostream_kafka`` or of one of
+    its modules (``aiostream_kafka.admin`` for the Spark planner) does not load the
+    consumer, the producer and the Admin client until one of them is named. The
+    submodules importing the package used to load are imported on first use as well
+    (``aiostream_kafka.consumer`` after ``import aiostream_kafka``)."""
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(import_module(module), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        return import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

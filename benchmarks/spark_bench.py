@@ -1,20 +1,36 @@
-"""Spark benchmark: reading a Kafka topic into Parquet, ours beside Spark's JVM connector.
+"""Spark benchmark: ours beside Spark's JVM Kafka connector, in one SparkSession.
 
-Both read the same topic on the same broker in the same SparkSession (``local[2]``): ours
+Scenarios (``--scenarios read,write,stream``, run in that order; default ``read``):
+
+* ``read``: ``spark.read...load().write.parquet()``, the whole topic into Parquet.
+* ``write``: ``df.write.format(...).mode("append").save()`` of a Parquet table of
+  ``--records`` rows (a key of up to 4 digits, a ``--value-size`` value; written once
+  before the rounds) into a fresh topic per run.
+* ``stream``: ``readStream`` with ``Trigger.AvailableNow`` and ``maxOffsetsPerTrigger``
+  (``--max-offsets-per-trigger``, 100,000) into a Parquet sink, from ``start()`` to the
+  end of the query; the time spent inside micro-batches (their ``triggerExecution``) and
+  outside them is shown too.
+
+Both connectors run against the same broker in the same SparkSession (``local[2]``): ours
 is ``format("aiostream_kafka")`` (Python workers, Arrow batches), the JVM one is
 ``format("kafka")`` from ``org.apache.spark:spark-sql-kafka-0-10_2.13`` with its runtime
 jars (token provider, kafka-clients, commons-pool2), fetched from Maven Central with
 ``mvn`` on the first run into the aiostream_kafka cache. Maven Central has no connector of
 pyspark's version (4.3.0) yet, so the newest there (connector and token provider 4.2.0) is
 used; the exact jars are printed, and a note when the connector's version is not
-pyspark's. Each round
-runs ``spark.read...load().write.parquet(...)`` for each connector, interleaved; the figure
-is rows per second of the whole job (planning, reading, Arrow/row conversion, Parquet
-writing). The machine is shared (the broker runs on it too): compare the ratio within one
-run, not absolute numbers across machines.
+pyspark's.
 
-    python benchmarks/spark_bench.py [--records N] [--partitions P] [--rounds R]
-                                     [--bootstrap-servers B]
+After a Spark job that uses neither connector (the JVM's own warm-up) and, per scenario,
+its Spark work without a connector (a Parquet write of the Kafka columns; a scan of the
+write's source table), each scenario runs each connector once (the *cold* run, ours
+first, reported apart: Python workers and imports for ours, class loading for the JVM
+one), then ``--rounds`` rounds, the connectors interleaved and
+their order reversed every other round; the figure is rows per second of the whole job
+(median), and the ratio ours / JVM. The machine is shared (the broker runs on it too):
+compare the ratio within one run, not absolute numbers across machines.
+
+    python benchmarks/spark_bench.py [--scenarios read,write,stream] [--records N]
+                                     [--partitions P] [--rounds R] [--bootstrap-servers B]
 
 Without ``--bootstrap-servers`` an embedded broker is started
 (``aiostream_kafka.testing.KafkaCluster``). Results are printed (``--output FILE`` also
@@ -215,6 +231,7 @@ def spark_session(cores: int, jars: list[str]) -> Any:
         SparkSession.builder.master(f"local[{cores}]")
         .appName("aiostream-kafka-spark-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.jars", ",".join(jars))
         .config("spark.driver.memory", "2g")
         .config("spark.sql.shuffle.partitions", str(cores))
@@ -225,22 +242,228 @@ def spark_session(cores: int, jars: list[str]) -> Any:
     return session
 
 
-def run_once(spark: Any, fmt: str, bootstrap: str, topic: str, out: Path) -> tuple[float, int]:
-    """Read the whole topic with ``fmt`` into Parquet; return (seconds, rows written)."""
-    shutil.rmtree(out, ignore_errors=True)
-    started = time.monotonic()
-    (
-        spark.read.format(fmt)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .load()
-        .write.parquet(str(out))
-    )
-    elapsed = time.monotonic() - started
-    rows = spark.read.parquet(str(out)).count()
-    return elapsed, rows
+def warm_up(spark: Any, out: Path) -> None:
+    """A Spark job that touches no connector (range -> Parquet): the JVM's own warm-up
+    (code generation, Parquet classes), so the cold runs show each connector's own cost."""
+    spark.range(200_000, numPartitions=2).selectExpr("id", "CAST(id AS STRING) AS s").write.mode(
+        "overwrite"
+    ).parquet(str(out))
+
+
+@dataclass
+class Run:
+    """One timed run of a scenario with one connector."""
+
+    seconds: float
+    rows: int
+    #: streaming only: seconds spent inside micro-batches (the sum of their
+    #: ``triggerExecution`` durations) and their number.
+    batch_seconds: float | None = None
+    batches: int | None = None
+
+
+class Scenario:
+    """A measurement repeated per connector: ``run(fmt)`` in a fresh output place."""
+
+    name = ""
+    describe = ""
+
+    def __init__(
+        self, spark: Any, bootstrap: str, args: argparse.Namespace, tmp: Path, topic: str
+    ) -> None:
+        self.spark = spark
+        self.bootstrap = bootstrap
+        self.args = args
+        self.tmp = tmp
+        self.topic = topic  # the topic the reads read (filled before the rounds)
+
+    def run(self, fmt: str) -> Run:
+        raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Run the scenario's Spark work that is not a connector's (so that the first
+        connector's cold run does not pay it for both)."""
+        out = self.tmp / "warm-kafka-rows"
+        shutil.rmtree(out, ignore_errors=True)
+        # a Parquet write of the Kafka source's columns, as the reads end
+        self.spark.range(10_000, numPartitions=2).selectExpr(
+            "CAST(CAST(id AS STRING) AS BINARY) AS key",
+            "CAST(repeat('x', 10) AS BINARY) AS value",
+            "'t' AS topic",
+            "CAST(id % 4 AS INT) AS partition",
+            "id AS offset",
+            "CAST(id AS TIMESTAMP) AS timestamp",
+            "0 AS timestampType",
+        ).write.parquet(str(out))
+
+    def close(self) -> None:
+        """Drop what the scenario created."""
+
+
+class ReadScenario(Scenario):
+    """``spark.read...load().write.parquet()``: the whole topic into Parquet."""
+
+    name = "read"
+    describe = "batch read of the topic into Parquet"
+
+    def run(self, fmt: str) -> Run:
+        out = self.tmp / "read-out"
+        shutil.rmtree(out, ignore_errors=True)
+        started = time.monotonic()
+        (
+            self.spark.read.format(fmt)
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("subscribe", self.topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+            .write.parquet(str(out))
+        )
+        elapsed = time.monotonic() - started
+        return Run(elapsed, self.spark.read.parquet(str(out)).count())
+
+
+class StreamScenario(Scenario):
+    """``readStream`` with ``Trigger.AvailableNow`` and ``maxOffsetsPerTrigger`` into a
+    Parquet sink: the whole topic in micro-batches, from start() to the query's end."""
+
+    name = "stream"
+    describe = "streaming read (AvailableNow) into Parquet"
+
+    def run(self, fmt: str) -> Run:
+        out, ckpt = self.tmp / "stream-out", self.tmp / "stream-ckpt"
+        for d in (out, ckpt):
+            shutil.rmtree(d, ignore_errors=True)
+        started = time.monotonic()
+        query = (
+            self.spark.readStream.format(fmt)
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("subscribe", self.topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(self.args.max_offsets_per_trigger))
+            .load()
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        elapsed = time.monotonic() - started
+        if query.exception() is not None:
+            raise RuntimeError(f"{fmt} stream failed: {query.exception()}")
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        inside = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+        rows = self.spark.read.parquet(str(out)).count()
+        return Run(elapsed, rows, inside, len(progress))
+
+
+class WriteScenario(Scenario):
+    """``df.write.format(...).mode("append").save()`` of a Parquet table of keys and
+    values (written once, before the rounds) into a fresh topic per run."""
+
+    name = "write"
+    describe = "batch write of a Parquet table to a topic"
+
+    def __init__(self, *a: Any) -> None:
+        super().__init__(*a)
+        self.source = self.tmp / "write-source"
+        args = self.args
+        (
+            self.spark.range(args.records, numPartitions=args.cores)
+            .selectExpr(
+                "CAST(CAST(id % 10000 AS STRING) AS BINARY) AS key",
+                f"CAST(repeat('x', {args.value_size}) AS BINARY) AS value",
+            )
+            .write.parquet(str(self.source))
+        )
+        self.topics: list[str] = []
+
+    def warm_up(self) -> None:
+        """Scan the source table once (into the ``noop`` sink)."""
+        self.spark.read.parquet(str(self.source)).write.format("noop").mode("overwrite").save()
+
+    def run(self, fmt: str) -> Run:
+        topic = f"spark-bench-write-{uuid.uuid4().hex[:8]}"
+        asyncio.run(create_topic(self.bootstrap, topic, self.args.partitions))
+        self.topics.append(topic)
+        df = self.spark.read.parquet(str(self.source))
+        started = time.monotonic()
+        (
+            df.write.format(fmt)
+            .option("kafka.bootstrap.servers", self.bootstrap)
+            .option("topic", topic)
+            .mode("append")
+            .save()
+        )
+        elapsed = time.monotonic() - started
+        rows = asyncio.run(count_records(self.bootstrap, topic))
+        asyncio.run(delete_topics(self.bootstrap, [topic]))
+        self.topics.remove(topic)
+        return Run(elapsed, rows)
+
+    def close(self) -> None:
+        if self.topics:
+            asyncio.run(delete_topics(self.bootstrap, self.topics))
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, partitions, 1)])
+
+
+async def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    async with Admin(bootstrap) as admin:
+        await admin.delete_topics(topics)
+
+
+async def count_records(bootstrap: str, topic: str) -> int:
+    """Records in ``topic`` (the sum of its partitions' end offsets: a fresh topic)."""
+    from aiostream_kafka.admin import OffsetSpec
+    from aiostream_kafka.structs import TopicPartition
+
+    async with Admin(bootstrap) as admin:
+        meta = await admin.list_topics()
+        tps = [TopicPartition(topic, p.partition) for p in meta[topic].partitions]
+        found = await admin.list_offsets({tp: OffsetSpec.latest() for tp in tps})
+        return sum(found[tp].offset for tp in tps)
+
+
+SCENARIOS = {"read": ReadScenario, "write": WriteScenario, "stream": StreamScenario}
+
+
+def _line(scenario: str, label: str, name: str, run: Run) -> str:
+    rate = run.rows / run.seconds
+    text = f"{scenario:<6} {label:<8} {name:<16} {run.seconds:6.2f}s {rate:>10,.0f} rows/s"
+    if run.batch_seconds is not None:
+        outside = run.seconds - run.batch_seconds
+        text += f"  ({run.batches} micro-batches {run.batch_seconds:.2f}s, outside {outside:.2f}s)"
+    return text
+
+
+def measure(
+    scenario: Scenario, connectors: dict[str, str], rounds: int, records: int
+) -> tuple[dict[str, Run], dict[str, list[Run]]]:
+    """The cold (first) run of each connector, then ``rounds`` interleaved rounds (the
+    order reversed every other round). Returns (cold runs, runs per connector)."""
+
+    def one(label: str, name: str, fmt: str) -> Run:
+        run = scenario.run(fmt)
+        if run.rows != records:
+            raise RuntimeError(f"{scenario.name}: {name} moved {run.rows} rows, not {records}")
+        print(_line(scenario.name, label, name, run), flush=True)
+        return run
+
+    scenario.warm_up()
+    cold = {name: one("cold", name, fmt) for name, fmt in connectors.items()}
+    runs: dict[str, list[Run]] = {name: [] for name in connectors}
+    for round_ in range(rounds):
+        order = list(connectors.items())
+        if round_ % 2:
+            order.reverse()
+        for name, fmt in order:
+            runs[name].append(one(f"round {round_ + 1}", name, fmt))
+    return cold, runs
 
 
 def main() -> int:
@@ -254,6 +477,17 @@ def main() -> int:
     parser.add_argument("--cores", type=int, default=2, help="local[N]")
     parser.add_argument("--bootstrap-servers", default=None)
     parser.add_argument(
+        "--scenarios",
+        default="read",
+        help="comma-separated, run in this order: " + ", ".join(SCENARIOS) + " (default: read)",
+    )
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=100_000,
+        help="maxOffsetsPerTrigger of the stream scenario",
+    )
+    parser.add_argument(
         "--connector-version",
         default=None,
         help="JVM connector version (default: the first of "
@@ -262,17 +496,18 @@ def main() -> int:
     )
     parser.add_argument("--output", default=None, help="also write the results as JSON here")
     args = parser.parse_args()
+    names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SCENARIOS]
+    if unknown or not names:
+        parser.error(f"unknown scenarios {unknown}: choose among {', '.join(SCENARIOS)}")
 
     with broker(args.bootstrap_servers) as bootstrap:
         topic = f"spark-bench-{uuid.uuid4().hex[:8]}"
-
-        async def create() -> None:
-            async with Admin(bootstrap) as admin:
-                await admin.create_topics([NewTopic(topic, args.partitions, 1)])
-
-        asyncio.run(create())
-        produce_s = produce(bootstrap, topic, args.records, args.value_size)
-        print(f"produced {args.records:,} records to {topic} in {produce_s:.1f}s", flush=True)
+        needs_topic = any(s in ("read", "stream") for s in names)
+        if needs_topic:
+            asyncio.run(create_topic(bootstrap, topic, args.partitions))
+            produce_s = produce(bootstrap, topic, args.records, args.value_size)
+            print(f"produced {args.records:,} records to {topic} in {produce_s:.1f}s", flush=True)
         import pyspark
 
         combos = [c for c in CONNECTOR_SETS if args.connector_version in (None, c.connector)]
@@ -294,60 +529,74 @@ def main() -> int:
             print(f"JVM connector unavailable ({exc}): measuring ours only", flush=True)
             jars = []
             del connectors["jvm kafka"]
+        session_started = time.monotonic()
         spark = spark_session(args.cores, jars)
-        times: dict[str, list[float]] = {name: [] for name in connectors}
+        print(f"SparkSession started in {time.monotonic() - session_started:.1f}s", flush=True)
+        results: dict[str, tuple[dict[str, Run], dict[str, list[Run]]]] = {}
         try:
-            with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp:
-                for fmt in connectors.values():  # warm-up: JVM classes, Python workers
-                    run_once(spark, fmt, bootstrap, topic, Path(tmp) / "warm")
-                for round_ in range(args.rounds):
-                    order = list(connectors.items())
-                    if round_ % 2:
-                        order.reverse()
-                    for name, fmt in order:
-                        elapsed, rows = run_once(spark, fmt, bootstrap, topic, Path(tmp) / "out")
-                        if rows != args.records:
-                            raise RuntimeError(f"{name} wrote {rows} rows, not {args.records}")
-                        times[name].append(elapsed)
-                        print(
-                            f"round {round_ + 1}: {name:<16} {elapsed:6.2f}s "
-                            f"{rows / elapsed:>12,.0f} rows/s",
-                            flush=True,
-                        )
+            with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp_dir:
+                tmp = Path(tmp_dir)
+                warm_up(spark, tmp / "warm-up")
+                for name in names:
+                    scenario = SCENARIOS[name](spark, bootstrap, args, tmp, topic)
+                    try:
+                        results[name] = measure(scenario, connectors, args.rounds, args.records)
+                    finally:
+                        scenario.close()
         finally:
             spark.stop()
-            with contextlib.suppress(Exception):
+            if needs_topic:
+                with contextlib.suppress(Exception):
+                    asyncio.run(delete_topics(bootstrap, [topic]))
 
-                async def delete() -> None:
-                    async with Admin(bootstrap) as admin:
-                        await admin.delete_topics([topic])
-
-                asyncio.run(delete())
-
-    rates = {name: args.records / statistics.median(ts) for name, ts in times.items()}
-    ratio = rates["aiostream_kafka"] / rates["jvm kafka"] if "jvm kafka" in rates else None
     print()
-    print(f"{'connector':<16} {'median s':>9} {'rows/s':>12}")
-    for name, ts in times.items():
-        print(f"{name:<16} {statistics.median(ts):9.2f} {rates[name]:>12,.0f}")
-    if ratio is not None:
-        print(
-            f"ratio ours / JVM connector ({connector_version}, pyspark {pyspark.__version__}): "
-            f"{ratio:.2f}"
-        )
+    print(
+        f"{args.records:,} records of {args.value_size} B, {args.partitions} partitions, "
+        f"local[{args.cores}], median of {args.rounds} rounds"
+    )
+    print(f"{'scenario':<8} {'connector':<16} {'median s':>9} {'rows/s':>12} {'cold s':>8}")
+    summary: dict[str, Any] = {}
+    for name, (cold, runs) in results.items():
+        rates = {
+            c: args.records / statistics.median(r.seconds for r in rs) for c, rs in runs.items()
+        }
+        for c, rs in runs.items():
+            extra = ""
+            if rs[0].batch_seconds is not None:
+                inside = statistics.median(r.batch_seconds or 0.0 for r in rs)
+                outside = statistics.median(r.seconds - (r.batch_seconds or 0.0) for r in rs)
+                extra = f"  micro-batches {inside:.2f}s, outside them {outside:.2f}s"
+            print(
+                f"{name:<8} {c:<16} {statistics.median(r.seconds for r in rs):9.2f} "
+                f"{rates[c]:>12,.0f} {cold[c].seconds:8.2f}{extra}"
+            )
+        ratio = rates["aiostream_kafka"] / rates["jvm kafka"] if "jvm kafka" in rates else None
+        if ratio is not None:
+            cold_ratio = cold["jvm kafka"].seconds / cold["aiostream_kafka"].seconds
+            print(
+                f"{name:<8} ratio ours / JVM connector ({connector_version}, pyspark "
+                f"{pyspark.__version__}): {ratio:.2f} (cold: {cold_ratio:.2f})"
+            )
+        summary[name] = {
+            "seconds": {c: [r.seconds for r in rs] for c, rs in runs.items()},
+            "micro_batch_seconds": {c: [r.batch_seconds for r in rs] for c, rs in runs.items()},
+            "cold_seconds": {c: r.seconds for c, r in cold.items()},
+            "rows_per_s": rates,
+            "ratio_ours_to_jvm": ratio,
+        }
     result = {
-        "benchmark": "spark_read_to_parquet",
+        "benchmark": "spark",
+        "scenarios": names,
         "records": args.records,
         "partitions": args.partitions,
         "value_size": args.value_size,
         "cores": args.cores,
+        "max_offsets_per_trigger": args.max_offsets_per_trigger,
         "pyspark": pyspark.__version__,
         "jvm_connector": f"{CONNECTOR_GROUP}:{CONNECTOR_ARTIFACT}:{connector_version}",
         "jvm_jars": jar_names,
         "rounds": args.rounds,
-        "seconds": times,
-        "rows_per_s": rates,
-        "ratio_ours_to_jvm": ratio,
+        "results": summary,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
     if args.output:

@@ -85,7 +85,17 @@ class _OutOfRange(KafkaError):
 class RangeFetcher:
     """Reads ``[start, end)`` of ``tp`` as Arrow record batches (see the module doc)."""
 
-    def __init__(self, opts: Any, tp: TopicPartition, start: int, end: int) -> None:
+    def __init__(
+        self,
+        opts: Any,
+        tp: TopicPartition,
+        start: int,
+        end: int,
+        *,
+        cluster: Cluster | None = None,
+    ) -> None:
+        """``cluster``: connections to use (an executor worker's, kept between its reads);
+        :meth:`close` closes only those the fetcher opened itself."""
         self.opts = opts
         self.tp = tp
         self.position = start
@@ -108,7 +118,8 @@ class RangeFetcher:
             )
         except TypeError as exc:
             raise ConfigError(f"bad client option: {exc}") from None
-        self.cluster = Cluster(self.config)
+        self.owns_cluster = cluster is None
+        self.cluster = Cluster(self.config) if cluster is None else cluster
         self.read = 0
         self._stalls = 0
         self._needs_refresh = False
@@ -226,8 +237,9 @@ class RangeFetcher:
         return False
 
     async def close(self) -> None:
-        """Close the connections."""
-        await self.cluster.close()
+        """Close the connections (unless they were given: their owner closes them)."""
+        if self.owns_cluster:
+            await self.cluster.close()
 
     # -- one request --------------------------------------------------------------------------
 

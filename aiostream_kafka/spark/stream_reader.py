@@ -2,8 +2,9 @@
 ``Trigger.AvailableNow``.
 
 Driver-side calls (``initialOffset``, ``latestOffset``, ``partitions``) run in one
-long-lived Python worker; each runs its Kafka look-ups in a private event loop with an
-Admin opened for the call. ``read()`` runs on executors (see :mod:`.reader`).
+long-lived Python worker; their Kafka look-ups share one Admin kept open between the calls
+in a private event loop (:class:`~.reader.AdminSession`: bounded lifetime, closed by
+``stop()`` or when the worker exits). ``read()`` runs on executors (see :mod:`.reader`).
 
 Partition changes, as the built-in source handles them:
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,7 +42,7 @@ from .offsets import (
     to_json,
 )
 from .options import OffsetBound, SourceOptions
-from .reader import KafkaInputPartition, read_partition, run_with_admin
+from .reader import AdminSession, KafkaInputPartition, read_partition
 
 try:  # Spark >= 4.2: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -97,6 +99,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # None: never, so the first trigger of a query runs at once, as in the JVM source.
         self._last_trigger: float | None = None
         self._latest: Offsets = {}  # the latest offsets the last latestOffset() saw
+        # The driver-side calls' Admin (opened on the first call, never in executors).
+        self._admin = AdminSession(opts)
+        weakref.finalize(self, self._admin.close)
 
     # -- driver side -----------------------------------------------------------------------
 
@@ -114,7 +119,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             bound = opts.starting or OffsetBound("latest")
             return await resolve_bound(admin, opts, bound, tps, starting=True)
 
-        offsets = run_with_admin(opts, resolve)
+        offsets = self._admin.run(resolve)
         log.info("initial offsets %s", to_json(offsets))
         return to_json(offsets)
 
@@ -140,7 +145,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps = await current_partitions(admin, opts)
             return await list_offsets(admin, tps, OffsetSpec.latest(), opts.kafka.isolation_level)
 
-        self._available_now = run_with_admin(opts, latest)
+        self._available_now = self._admin.run(latest)
         log.info("Trigger.AvailableNow target %s", to_json(self._available_now))
 
     def latestOffset(
@@ -171,7 +176,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
             return latest, earliest
 
-        latest, new_earliest = run_with_admin(opts, plan)
+        latest, new_earliest = self._admin.run(plan)
         self._latest = latest
         end = self.admit(begin, latest, new_earliest, limit, time.monotonic())
         if end is None:
@@ -265,7 +270,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             def lookup(admin: Admin) -> Any:
                 return list_offsets(admin, new, OffsetSpec.earliest(), opts.kafka.isolation_level)
 
-            earliest = run_with_admin(opts, lookup)
+            earliest = self._admin.run(lookup)
             for tp in new:
                 if earliest[tp] != 0:
                     data_loss(
@@ -297,7 +302,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to do: progress lives in Spark's checkpoint, not in Kafka."""
 
     def stop(self) -> None:
-        """Nothing held between calls."""
+        """Close the driver-side Admin (Spark was not seen to call this: the Admin is also
+        closed when the reader is collected or the worker exits, and its lifetime is
+        bounded)."""
+        self._admin.close()
 
     # -- executor side -----------------------------------------------------------------------
 

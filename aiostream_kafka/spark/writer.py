@@ -5,8 +5,10 @@ Columns: ``value`` (binary or string, required), ``key`` (binary or string), ``h
 when set, wins), ``partition`` (int; else the producer's partitioner chooses).
 
 Each Spark task opens one idempotent :class:`~aiostream_kafka.producer.Producer` in a
-private event loop, enqueues every row (so requests stay pipelined), flushes and waits for
-every acknowledgement before returning its commit message: a task that returns has all
+private event loop, enqueues the rows of each Arrow batch with one
+:meth:`~aiostream_kafka.producer.Producer.enqueue_batch` call per topic and partition
+(so requests stay pipelined), flushes and waits for every acknowledgement before
+returning its commit message: a task that returns has all
 its rows in Kafka. A failed and retried task (or a micro-batch replayed after a crash)
 writes its rows again: the sink is **at-least-once**, like the built-in one. The producer's
 idempotence removes the duplicates of its own retries within one task, not those of a
@@ -38,8 +40,7 @@ from pyspark.sql.types import (
 )
 
 from aiostream_kafka.errors import ConfigError
-from aiostream_kafka.producer import Producer
-from aiostream_kafka.structs import RecordMetadata
+from aiostream_kafka.producer import BatchMetadata, Producer
 
 from .options import SinkOptions
 
@@ -52,9 +53,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Acknowledgements awaited in one go once this many are outstanding (bounds memory; the
-#: producer's own ``buffer_memory`` bounds the bytes).
-_MAX_PENDING = 50_000
+#: At most this many rows enqueued but not yet acknowledged before the writer waits for the
+#: oldest call (bounds the futures and row lists held; the producer's ``buffer_memory``
+#: bounds the bytes).
+_MAX_PENDING_ROWS = 200_000
 
 
 def _is_bytes_like(dtype: DataType) -> bool:
@@ -122,6 +124,7 @@ class KafkaCommitMessage(WriterCommitMessage):
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    """Column ``name`` as Python values (strings as UTF-8 bytes), or None when absent."""
     index = batch.schema.get_field_index(name)
     if index < 0:
         return None
@@ -141,51 +144,185 @@ def _headers(raw: list[dict[str, Any]] | None) -> list[tuple[str, bytes | None]]
     return out
 
 
+_NULL_TOPIC = (
+    "a row has a null 'topic' and no 'topic' option is set: give every row a topic or set "
+    '.option("topic", "name")'
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Rows of one Arrow batch written with one producer call: same topic and partition
+    (None: the producer's partitioner chooses, per key)."""
+
+    topic: str
+    partition: int | None
+    values: list[Any]
+    keys: list[Any] | None
+    headers: list[list[tuple[str, bytes | None]] | None] | None
+
+
+def split_by_key(run: Run, partitions: int) -> list[Run]:
+    """``run`` (no partition named, some keys) as one run per partition its keyed rows
+    go to under the default partitioner (:func:`.keyhash.key_partitions`: the producer
+    then skips hashing each key), plus the keyless rows left to the producer's sticky
+    partitioner, in row order within each run."""
+    from .keyhash import key_partitions
+
+    assert run.keys is not None and run.partition is None
+    keys = run.keys
+    by_partition: dict[int, list[int]] = {}
+    keyless: list[int] = []
+    chosen = key_partitions(pa.array(keys, pa.binary()), partitions).tolist()
+    for i, p in enumerate(chosen):
+        if keys[i] is None:
+            keyless.append(i)
+        else:
+            rows = by_partition.get(p)
+            if rows is None:
+                by_partition[p] = [i]
+            else:
+                rows.append(i)
+    if len(by_partition) == 1 and not keyless:
+        ((p, _),) = by_partition.items()
+        return [Run(run.topic, p, run.values, keys, run.headers)]
+    values, headers = run.values, run.headers
+    out = []
+    for p, rows in [*sorted(by_partition.items()), (None, keyless)]:
+        if rows:
+            out.append(
+                Run(
+                    run.topic,
+                    p,
+                    [values[i] for i in rows],
+                    None if p is None else [keys[i] for i in rows],
+                    None if headers is None else [headers[i] for i in rows],
+                )
+            )
+    return out
+
+
+def plan_runs(batch: pa.RecordBatch, topic_option: str | None) -> list[Run]:
+    """Split one Arrow batch into producer calls: one call per (topic, partition) with
+    the rows in their order (one call for the whole batch with a ``topic`` option and no
+    ``partition`` column).
+
+    Rows are grouped by their topic and partition column, in row order, except in a topic
+    where some rows name a partition and others do not (keyed rows may hash to a named
+    one): such a topic is written in runs of consecutive rows instead, so that rows
+    naming a partition or with a key keep their order within the partition. (Keyless rows
+    without a partition go where the producer's sticky partitioner puts them, which
+    guarantees no order, as with one call per row.)
+
+    Raises:
+        ConfigError: a row has no topic (null column, no option).
+    """
+    n = batch.num_rows
+    if n == 0:
+        return []
+    values = _column(batch, "value")
+    assert values is not None
+    keys = _column(batch, "key")
+    if keys is not None and keys.count(None) == n:
+        keys = None
+    raw_headers = _column(batch, "headers")
+    headers = None if raw_headers is None else [_headers(h) for h in raw_headers]
+    if headers is not None and headers.count(None) == n:
+        headers = None
+    partitions = _column(batch, "partition")
+    if partitions is not None and partitions.count(None) == n:
+        partitions = None
+    topics: list[Any] | None = None
+    if topic_option is None:
+        index = batch.schema.get_field_index("topic")
+        topics = batch.column(index).to_pylist()
+        if None in topics:
+            raise ConfigError(_NULL_TOPIC)
+        if topics.count(topics[0]) == n:
+            topic_option, topics = topics[0], None
+    if topics is None and partitions is None:
+        assert topic_option is not None
+        return [Run(topic_option, None, values, keys, headers)]
+    row_topics = topics if topics is not None else [topic_option] * n
+    row_partitions = partitions if partitions is not None else [None] * n
+    # rows of each (topic, partition), in order; a topic with named and unnamed
+    # partitions keeps consecutive runs (its group key gets the run's first row)
+    mixed = set()
+    if partitions is not None:
+        named = {t for t, p in zip(row_topics, row_partitions, strict=True) if p is not None}
+        unnamed = {t for t, p in zip(row_topics, row_partitions, strict=True) if p is None}
+        mixed = named & unnamed
+    groups: dict[tuple[str, int | None, int], list[int]] = {}
+    previous: tuple[str, int | None] | None = None
+    run_start = 0
+    for i, (topic, partition) in enumerate(zip(row_topics, row_partitions, strict=True)):
+        if (topic, partition) != previous:
+            previous, run_start = (topic, partition), i
+        group = (topic, partition, run_start if topic in mixed else -1)
+        rows = groups.get(group)
+        if rows is None:
+            groups[group] = [i]
+        else:
+            rows.append(i)
+    runs = []
+    for (topic, partition, _), rows in groups.items():
+        run_keys = None if keys is None else [keys[i] for i in rows]
+        run_headers = None if headers is None else [headers[i] for i in rows]
+        runs.append(Run(topic, partition, [values[i] for i in rows], run_keys, run_headers))
+    return runs
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a failure as retrieved: a call's future is awaited unless an earlier error
+    ended the task first (then the task's error is the one reported)."""
+    if not future.cancelled():
+        future.exception()
+
+
 async def _write_batches(
     opts: SinkOptions, batches: Iterator[pa.RecordBatch], next_batch: Any
 ) -> int:
-    """Produce every row; return the number written once all are acknowledged."""
+    """Produce every row, one batch call per :class:`Run`; return the number written once
+    all are acknowledged."""
     kwargs = {"enable_idempotence": True, **opts.kafka.producer_kwargs()}
     rows = 0
-    pending: deque[asyncio.Future[RecordMetadata]] = deque()
+    pending: deque[tuple[asyncio.Future[BatchMetadata], int]] = deque()
+    pending_rows = 0
     async with Producer(opts.kafka.bootstrap_servers, **kwargs) as producer:
         while True:
             batch = next_batch(batches)
             if batch is None:
                 break
-            n = batch.num_rows
-            values = _column(batch, "value")
-            assert values is not None
-            keys = _column(batch, "key") or [None] * n
-            headers = _column(batch, "headers") or [None] * n
-            partitions = _column(batch, "partition") or [None] * n
-            topics = [opts.topic] * n if opts.topic is not None else _column(batch, "topic")
-            assert topics is not None
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise ConfigError(
-                        "a row has a null 'topic' and no 'topic' option is set: give every "
-                        'row a topic or set .option("topic", "name")'
+            runs = plan_runs(batch, opts.topic)
+            if any(run.keys is not None and run.partition is None for run in runs):
+                runs = [
+                    piece
+                    for run in runs
+                    for piece in (
+                        [run]
+                        if run.keys is None or run.partition is not None
+                        else split_by_key(run, len(await producer.partitions_for(run.topic)))
                     )
-                if isinstance(topic, bytes):
-                    topic = topic.decode()
-                future = await producer.enqueue(
-                    topic,
-                    value=values[i],
-                    key=keys[i],
-                    headers=_headers(headers[i]),
-                    partition=partitions[i],
+                ]
+            for run in runs:
+                future = await producer.enqueue_batch(
+                    run.topic,
+                    run.values,
+                    run.keys,
+                    headers=run.headers,
+                    partition=run.partition,
                 )
-                pending.append(future)
-            rows += n
-            while pending and pending[0].done():
-                pending.popleft().result()
-            if len(pending) > _MAX_PENDING:
-                await asyncio.gather(*pending)
-                pending.clear()
+                future.add_done_callback(_retrieve)  # a failure is raised once awaited
+                pending.append((future, len(run.values)))
+                pending_rows += len(run.values)
+            rows += batch.num_rows
+            while pending and (pending[0][0].done() or pending_rows > _MAX_PENDING_ROWS):
+                future, count = pending.popleft()
+                await future
+                pending_rows -= count
         await producer.flush()
-        await asyncio.gather(*pending)
+        for future, _ in pending:
+            await future
     return rows
 
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from _data import produce_rows
 
 from aiostream_kafka.testing import KafkaCluster
@@ -177,3 +178,64 @@ async def test_stream_write_restarted_loses_nothing_and_repeats_one_batch_at_mos
         for p, end in ends[batch][source].items():
             allowed |= {f"v{p}-{o}".encode() for o in range(before.get(p, 0), end)}
     assert again <= allowed, (sorted(again), replayed)
+
+
+async def test_batch_write_topic_and_partition_columns_per_row(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Rows of one task going to two topics, some to a named partition and some not
+    (keyed: the producer's partitioner), in the order of the rows within each partition."""
+    bs = kafka_cluster.bootstrap_servers
+    first = await new_topic(partitions=2)
+    second = await new_topic(partitions=3)
+    data = [
+        (
+            first if i % 3 else second,
+            None if i % 4 == 0 else i % 2,
+            f"k{i % 7}" if i % 5 else None,
+            f"value {i}".encode(),
+            [("i", str(i).encode())] if i % 2 else None,
+        )
+        for i in range(300)
+    ]
+    df = spark.createDataFrame(
+        data,
+        "topic string, partition int, key string, value binary, "
+        "headers array<struct<key:string,value:binary>>",
+    ).coalesce(1)
+    df.write.format("aiostream_kafka").option("kafka.bootstrap.servers", bs).mode("append").save()
+    got = {topic: _read_all(spark, bs, topic) for topic in (first, second)}
+    assert sum(map(len, got.values())) == 300
+    by_value = {
+        bytes(r.value): (topic, r.partition, r.offset, r.key, _headers(r))
+        for topic, rows in got.items()
+        for r in rows
+    }
+    for topic, partition, key, value, headers in data:
+        got_topic, got_partition, _, got_key, got_headers = by_value[value]
+        assert got_topic == topic
+        if partition is not None:
+            assert got_partition == partition
+        assert got_key == (None if key is None else key.encode())
+        assert got_headers == (headers or [])
+    # one task, so the rows of each partition are in the rows' order
+    for topic, rows in got.items():
+        for p in {r.partition for r in rows}:
+            in_partition = sorted(
+                (r.offset, int(bytes(r.value).split()[1])) for r in rows if r.partition == p
+            )
+            numbers = [n for _, n in in_partition]
+            assert numbers == sorted(numbers), (topic, p)
+
+
+async def test_batch_write_null_topic_fails_the_write(
+    spark: Any, kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bs = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    df = spark.createDataFrame([(topic, "a"), (None, "b")], "topic string, value string")
+    with pytest.raises(Exception) as info:  # Spark wraps the worker's ConfigError
+        df.coalesce(1).write.format("aiostream_kafka").option("kafka.bootstrap.servers", bs).mode(
+            "append"
+        ).save()
+    assert "null 'topic'" in str(info.value)

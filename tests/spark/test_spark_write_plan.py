@@ -1,0 +1,158 @@
+"""Unit tests of the writer's planning (no Spark, no broker): how the rows of one Arrow
+batch become producer batch calls, and that every row keeps its topic, partition, key,
+value and headers, in order within each partition."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pytest
+
+from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.producer.partitioner import partition_for_key
+from aiostream_kafka.spark.keyhash import key_partitions
+from aiostream_kafka.spark.writer import Run, plan_runs, split_by_key
+
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+
+
+def _batch(**columns: tuple[list[Any], Any]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(data, type=t) for data, t in columns.values()], names=list(columns)
+    )
+
+
+def _rows(runs: list[Any]) -> list[tuple[Any, ...]]:
+    """(topic, partition, key, value, headers) of every planned record, in call order."""
+    out = []
+    for run in runs:
+        for i, value in enumerate(run.values):
+            key = None if run.keys is None else run.keys[i]
+            headers = None if run.headers is None else run.headers[i]
+            out.append((run.topic, run.partition, key, value, headers))
+    return out
+
+
+def test_topic_option_and_no_partition_column_is_one_call() -> None:
+    batch = _batch(key=(["a", None, "c"], pa.string()), value=([b"1", b"2", None], pa.binary()))
+    runs = plan_runs(batch, "t")
+    assert len(runs) == 1
+    assert (runs[0].topic, runs[0].partition) == ("t", None)
+    assert runs[0].keys == [b"a", None, b"c"]  # strings as UTF-8 bytes
+    assert runs[0].values == [b"1", b"2", None]  # a null value is a tombstone
+    assert runs[0].headers is None
+
+
+def test_all_null_keys_and_headers_are_dropped() -> None:
+    batch = _batch(
+        key=([None, None], pa.binary()),
+        value=(["x", "y"], pa.string()),
+        headers=([None, []], HEADERS),
+    )
+    (run,) = plan_runs(batch, "t")
+    assert run.keys is None and run.headers is None and run.values == [b"x", b"y"]
+
+
+def test_headers_become_tuples_with_bytes() -> None:
+    batch = _batch(
+        value=([b"1", b"2"], pa.binary()),
+        headers=([[{"key": "h", "value": b"v"}, {"key": "n", "value": None}], []], HEADERS),
+    )
+    (run,) = plan_runs(batch, "t")
+    assert run.headers == [[("h", b"v"), ("n", None)], None]
+
+
+def test_mixed_topics_and_partitions_are_grouped_in_row_order() -> None:
+    topics = ["a", "b", "a", "b", "a", "a"]
+    partitions = [0, 1, 1, 1, 0, 0]
+    batch = _batch(
+        topic=(topics, pa.string()),
+        partition=(partitions, pa.int32()),
+        key=([f"k{i}" for i in range(6)], pa.string()),
+        value=([f"v{i}".encode() for i in range(6)], pa.binary()),
+    )
+    runs = plan_runs(batch, None)
+    assert [(r.topic, r.partition, r.values) for r in runs] == [
+        ("a", 0, [b"v0", b"v4", b"v5"]),
+        ("b", 1, [b"v1", b"v3"]),
+        ("a", 1, [b"v2"]),
+    ]
+    assert sorted(_rows(runs)) == sorted(
+        (topics[i], partitions[i], f"k{i}".encode(), f"v{i}".encode(), None) for i in range(6)
+    )
+
+
+def test_topic_option_wins_over_the_topic_column() -> None:
+    batch = _batch(topic=(["x", "y"], pa.string()), value=([b"1", b"2"], pa.binary()))
+    (run,) = plan_runs(batch, "t")
+    assert run.topic == "t" and run.values == [b"1", b"2"]
+
+
+def test_one_topic_in_the_column_is_one_call() -> None:
+    batch = _batch(topic=(["x", "x"], pa.string()), value=([b"1", b"2"], pa.binary()))
+    (run,) = plan_runs(batch, None)
+    assert (run.topic, run.partition, run.values) == ("x", None, [b"1", b"2"])
+
+
+def test_named_and_unnamed_partitions_of_one_topic_keep_the_row_order() -> None:
+    # a keyed row without a partition may land in a named one: such a topic is written
+    # in runs of consecutive rows, so no row overtakes another
+    batch = _batch(
+        partition=([0, None, 0, 1, None], pa.int32()),
+        key=(["k0", "k1", "k2", "k3", "k4"], pa.string()),
+        value=([b"0", b"1", b"2", b"3", b"4"], pa.binary()),
+    )
+    runs = plan_runs(batch, "t")
+    assert [(r.partition, r.values) for r in runs] == [
+        (0, [b"0"]),
+        (None, [b"1"]),
+        (0, [b"2"]),
+        (1, [b"3"]),
+        (None, [b"4"]),
+    ]
+
+
+def test_null_topic_fails_before_anything_is_planned() -> None:
+    batch = _batch(topic=(["a", None], pa.string()), value=([b"1", b"2"], pa.binary()))
+    with pytest.raises(ConfigError, match="null 'topic'"):
+        plan_runs(batch, None)
+
+
+def test_empty_batch_plans_nothing() -> None:
+    batch = _batch(topic=([], pa.string()), value=([], pa.binary()))
+    assert plan_runs(batch, None) == []
+
+
+def test_key_partitions_match_the_default_partitioner() -> None:
+    rnd = random.Random(7)
+    keys = [bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(0, 23))) for _ in range(3000)]
+    keys += [str(i).encode() for i in range(1000)]
+    array = pa.array(keys, pa.binary())
+    for count in (1, 2, 3, 12, 1000):
+        assert key_partitions(array, count).tolist() == [partition_for_key(k, count) for k in keys]
+    sliced = array.slice(17, 500)  # an offset into the buffers
+    assert key_partitions(sliced, 5).tolist() == [partition_for_key(k, 5) for k in keys[17:517]]
+    large = pa.array(keys[:300], pa.large_binary())
+    assert key_partitions(large, 6).tolist() == [partition_for_key(k, 6) for k in keys[:300]]
+    assert key_partitions(pa.array([], pa.binary()), 3).tolist() == []
+
+
+def test_split_by_key_names_the_partitions_and_leaves_keyless_rows() -> None:
+    keys = [b"a", None, b"b", b"c", None, b"a", b"d"]
+    run = Run("t", None, [f"v{i}".encode() for i in range(7)], keys, [None] * 7)
+    pieces = split_by_key(run, 3)
+    expected = {
+        f"v{i}".encode(): ("t", None if k is None else partition_for_key(k, 3), k, None)
+        for i, k in enumerate(keys)
+    }
+    got = {value: (topic, p, key, h) for topic, p, key, value, h in _rows(pieces)}
+    assert got == expected
+    keyless = [p for p in pieces if p.partition is None]
+    assert len(keyless) == 1 and keyless[0].keys is None
+    assert keyless[0].values == [b"v1", b"v4"]
+    for piece in pieces:  # each partition's rows in row order
+        numbers = [int(v[1:]) for v in piece.values]
+        assert numbers == sorted(numbers)
+    assert len({p.partition for p in pieces}) == len(pieces)
