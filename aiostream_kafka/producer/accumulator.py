@@ -203,6 +203,28 @@ class ProducerBatch:
         self.timestamps.append(timestamp_ms)
         self.room = self.batch_size - PLAIN_OVERHEAD - builder.size_in_bytes
 
+    def extend_keyed(
+        self,
+        keys: list[BytesLike | None],
+        values: list[BytesLike | None],
+        start: int,
+        end: int,
+        timestamp_ms: int,
+    ) -> int:
+        """Add records ``start .. end - 1`` of a batch call (no headers, one timestamp)
+        while they fit within ``batch_size``; return how many (at least one when the caller
+        checked :meth:`has_room_for` for the first). Their futures are None: the caller
+        attaches their segment."""
+        if self.pending:
+            self.flush_pending()
+        builder = self.builder
+        count = builder.extend_keyed(keys, values, start, end, timestamp_ms)
+        if count:
+            self.futures += [None] * count
+            self.timestamps += [timestamp_ms] * count
+            self.room = self.batch_size - PLAIN_OVERHEAD - builder.size_in_bytes
+        return count
+
     def split(self, loop: asyncio.AbstractEventLoop) -> list[ProducerBatch]:
         """Two batches holding this batch's records (first half, second half) with their
         futures, timestamps and share of the memory reservation, for a broker that refused

@@ -195,6 +195,21 @@ class _Run:
             batch.timestamps += [_time_ns() // 1_000_000] * count
             batch.futures += [None] * count
             batch.room = room - total
+        elif (
+            self.headers is None
+            and self.keys is not None
+            and (self.timestamps is None or type(self.timestamps) is int)
+            and (
+                count := batch.extend_keyed(
+                    self.keys,
+                    self.values,
+                    pos,
+                    self.n,
+                    _time_ns() // 1_000_000 if self.timestamps is None else self.timestamps,
+                )
+            )
+        ):
+            end = pos + count  # keyed, no headers: a batch's worth in one call
         else:
             keys, values, headers, stamps = self.keys, self.values, self.headers, self.timestamps
             now = _time_ns() // 1_000_000 if stamps is None else 0

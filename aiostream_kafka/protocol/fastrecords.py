@@ -203,3 +203,77 @@ def encode_values(
         i += 1
     buf += b"".join(parts)
     return od, high
+
+
+def encode_keyed(
+    buf: bytearray,
+    keys: list[object],
+    values: list[object],
+    start: int,
+    end: int,
+    head: bytes,
+    offset_delta: int,
+    room: int,
+    zz: tuple[bytes, ...],
+) -> int:
+    """Append records ``start .. end - 1`` of ``keys``/``values`` (``bytes`` or None; no
+    headers; one timestamp, whose attributes byte and delta are ``head``) to ``buf`` while
+    they fit in ``room`` bytes (the first always does when ``offset_delta`` is 0); return
+    how many were appended, or -1, with ``buf`` untouched, when a key or value is not
+    ``bytes``/None, is 8,000 bytes or more, or an offset delta would pass ``len(zz) - 1``
+    (the caller then appends record by record). What ``RecordBatchBuilder.extend_keyed``
+    does on its fast path."""
+    od = offset_delta
+    limit = len(zz)
+    used = 0
+    parts: list[bytes] = []
+    i = start
+    while i < end:
+        key = keys[i]
+        value = values[i]
+        if od >= limit:
+            return -1
+        body = len(head) + 1 + 1  # head, header count, and the offset delta's first byte
+        if od >= 64:  # a zig-zag varint of 64 .. 8191 takes two bytes
+            body += 1
+        if key is None:
+            kb = b"\x01"
+            kn = 0
+        elif isinstance(key, bytes):
+            kn = len(key)
+            if kn >= 8000:
+                return -1
+            kb = zz[kn]
+        else:
+            return -1
+        if value is None:
+            vb = b"\x01"
+            vn = 0
+        elif isinstance(value, bytes):
+            vn = len(value)
+            if vn >= 8000:
+                return -1
+            vb = zz[vn]
+        else:
+            return -1
+        body += len(kb) + kn + len(vb) + vn
+        if body >= limit:
+            return -1
+        lb = zz[body]
+        if used + len(lb) + body > room and (i > start or od > 0):
+            break
+        used += len(lb) + body
+        parts.append(lb)
+        parts.append(head)
+        parts.append(zz[od])
+        parts.append(kb)
+        if key is not None:
+            parts.append(key)
+        parts.append(vb)
+        if value is not None:
+            parts.append(value)
+        parts.append(b"\x00")
+        od += 1
+        i += 1
+    buf += b"".join(parts)
+    return i - start

@@ -64,7 +64,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import Any, Final
 
 from crc32c import crc32c
 
@@ -410,6 +410,42 @@ class RecordBatchBuilder:
             return
         for value, ts in zip(values, timestamps, strict=True):
             self.append(None, value, None, ts)
+
+    def extend_keyed(
+        self, keys: list[Any], values: list[Any], start: int, end: int, timestamp_ms: int
+    ) -> int:
+        """Append records ``start .. end - 1`` of ``keys``/``values`` (no headers, all with
+        ``timestamp_ms``) while the batch stays within ``batch_size`` (the first record of
+        an empty batch is always taken); return how many were appended.
+
+        The batch API's path for keyed records: compiled, one call encodes a batch's worth
+        (:func:`~aiostream_kafka.protocol.fastrecords.encode_keyed`); otherwise, and for a
+        record outside its tables, record by record with :meth:`append`.
+        """
+        od = self._count
+        if _ENCODE_KEYED is not None:
+            base = self._base_ts if od else timestamp_ms
+            tsd = timestamp_ms - base
+            if 0 <= tsd < _ZZ_LIMIT:
+                room = self._batch_size - HEADER_SIZE - len(self._buf)
+                head = _ATTRS_TSD[tsd]
+                count = _ENCODE_KEYED(self._buf, keys, values, start, end, head, od, room, _ZZ)
+                if count >= 0:
+                    if count:
+                        if not od:
+                            self._base_ts = self._max_ts = timestamp_ms
+                        elif timestamp_ms > self._max_ts:
+                            self._max_ts = timestamp_ms
+                        self._count = od + count
+                    return count
+        i = start
+        while i < end:
+            key, value = keys[i], values[i]
+            if self._count and not self.has_room_for(key, value):
+                break
+            self.append(key, value, None, timestamp_ms)
+            i += 1
+        return i - start
 
     @property
     def records_buffer(self) -> bytearray:
@@ -1647,6 +1683,7 @@ _DECODE = _fastrecords.decode_records if _fastrecords.COMPILED else _decode_reco
 # The bulk encoder of keyless, headerless records: the typed loop when compiled (about 3x),
 # else RecordBatchBuilder.extend_values' own interpreter-tuned loop.
 _ENCODE = _fastrecords.encode_values if _fastrecords.COMPILED else None
+_ENCODE_KEYED = _fastrecords.encode_keyed if _fastrecords.COMPILED else None
 
 
 __all__ = [

@@ -185,3 +185,51 @@ def test_record_is_a_mutable_value_in_both_builds() -> None:
             assert (topic, partition, offset) == ("t", 0, 1)
         case _:
             raise AssertionError("no positional match")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=40), st.binary(min_size=7990, max_size=8010)),
+            st.one_of(st.none(), st.binary(max_size=300), st.binary(min_size=7990, max_size=8010)),
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    before=st.integers(min_value=0, max_value=70),
+    start=st.integers(min_value=0, max_value=3),
+    batch_size=st.sampled_from([200, 4096, 16384, 1 << 20]),
+)
+def test_extend_keyed_writes_what_append_writes(
+    rows: list[tuple[bytes | None, bytes | None]], before: int, start: int, batch_size: int
+) -> None:
+    """The batch API's keyed path (compiled: one encoding call per batch) appends records
+    from ``start`` while they fit in ``batch_size``: the first of an empty batch always,
+    never past ``batch_size`` otherwise, and each exactly as ``append`` encodes it (keys,
+    values and tombstones, offset deltas past 64, sizes past the tables' 8,000 bytes)."""
+    start = min(start, len(rows) - 1)
+    keys = [k for k, _ in rows]
+    values = [v for _, v in rows]
+    ts = 1_700_000_000_000
+    builder = RecordBatchBuilder(batch_size)
+    reference = RecordBatchBuilder(1 << 24)
+    for i in range(before):  # records already in the batch (offset deltas start later)
+        builder.append(b"k%d" % i, b"v", None, ts - 5)
+        reference.append(b"k%d" % i, b"v", None, ts - 5)
+    size_before = builder.size_in_bytes
+    taken = builder.extend_keyed(keys, values, start, len(rows), ts)
+    assert 0 <= taken <= len(rows) - start
+    if before == 0:
+        assert taken >= 1  # an empty batch takes its first record, whatever its size
+    if before or taken > 1:
+        assert builder.size_in_bytes <= max(batch_size, size_before)
+    for i in range(start, start + taken):
+        reference.append(keys[i], values[i], None, ts)
+    assert bytes(builder.records_buffer) == bytes(reference.records_buffer)
+    assert builder.record_count == before + taken
+    (batch,) = iter_batches(builder.build())
+    got = [(r.key, r.value, r.timestamp_ms) for r in batch.records("t", 0)][before:]
+    assert got == [(keys[i], values[i], ts) for i in range(start, start + taken)]
+    if fastrecords.COMPILED:
+        assert records._ENCODE_KEYED is fastrecords.encode_keyed
