@@ -112,10 +112,11 @@ def install() -> None:
 
 
 def compiled_modules() -> list[str]:
-    """The modules of :data:`COMPILED_MODULES` this process runs compiled."""
+    """The modules of :data:`COMPILED_MODULES` this process runs compiled (importing
+    them first: the package loads its clients, and so most of them, on first use)."""
     out = []
     for name in COMPILED_MODULES:
-        module = sys.modules.get(name)
+        module = sys.modules.get(name) or importlib.import_module(name)
         origin = getattr(module, "__file__", None) or ""
         if origin.endswith(_EXTENSIONS):
             out.append(name)
