@@ -260,6 +260,9 @@ class Run:
     #: ``triggerExecution`` durations) and their number.
     batch_seconds: float | None = None
     batches: int | None = None
+    #: streaming only: seconds per phase of the micro-batches (their ``durationMs`` keys
+    #: other than ``triggerExecution``, summed over the micro-batches).
+    phases: dict[str, float] | None = None
 
 
 class Scenario:
@@ -354,8 +357,13 @@ class StreamScenario(Scenario):
             raise RuntimeError(f"{fmt} stream failed: {query.exception()}")
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
         inside = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+        phases: dict[str, float] = {}
+        for p in progress:
+            for key, ms in p["durationMs"].items():
+                if key != "triggerExecution":
+                    phases[key] = phases.get(key, 0.0) + ms / 1000
         rows = self.spark.read.parquet(str(out)).count()
-        return Run(elapsed, rows, inside, len(progress))
+        return Run(elapsed, rows, inside, len(progress), phases)
 
 
 class WriteScenario(Scenario):
@@ -438,6 +446,10 @@ def _line(scenario: str, label: str, name: str, run: Run) -> str:
     if run.batch_seconds is not None:
         outside = run.seconds - run.batch_seconds
         text += f"  ({run.batches} micro-batches {run.batch_seconds:.2f}s, outside {outside:.2f}s)"
+    if run.phases:
+        text += "\n" + " " * 8 + "phases: " + ", ".join(
+            f"{key} {seconds:.2f}s" for key, seconds in sorted(run.phases.items())
+        )
     return text
 
 
@@ -580,6 +592,7 @@ def main() -> int:
         summary[name] = {
             "seconds": {c: [r.seconds for r in rs] for c, rs in runs.items()},
             "micro_batch_seconds": {c: [r.batch_seconds for r in rs] for c, rs in runs.items()},
+            "micro_batch_phases": {c: [r.phases for r in rs] for c, rs in runs.items()},
             "cold_seconds": {c: r.seconds for c, r in cold.items()},
             "rows_per_s": rates,
             "ratio_ours_to_jvm": ratio,
