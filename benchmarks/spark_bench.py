@@ -447,8 +447,11 @@ def _line(scenario: str, label: str, name: str, run: Run) -> str:
         outside = run.seconds - run.batch_seconds
         text += f"  ({run.batches} micro-batches {run.batch_seconds:.2f}s, outside {outside:.2f}s)"
     if run.phases:
-        text += "\n" + " " * 8 + "phases: " + ", ".join(
-            f"{key} {seconds:.2f}s" for key, seconds in sorted(run.phases.items())
+        text += (
+            "\n"
+            + " " * 8
+            + "phases: "
+            + ", ".join(f"{key} {seconds:.2f}s" for key, seconds in sorted(run.phases.items()))
         )
     return text
 
