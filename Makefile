@@ -98,7 +98,7 @@ dist: $(STAMP)
 	$(PYTHON) -m venv $(DIST_CHECK)
 	$(DIST_CHECK)/bin/python -m pip install --quiet dist/*.whl
 	cd $(DIST_CHECK) && bin/python $(CURDIR)/tools/check_installed.py \
-		"$$($(PY) -c 'import aiostream_kafka; print(aiostream_kafka.__version__)')"
+		"$$($(CURDIR)/$(PY) -c 'import aiostream_kafka; print(aiostream_kafka.__version__)')"
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache

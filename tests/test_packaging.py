@@ -180,3 +180,32 @@ def test_the_import_guard_checks_staleness_only_in_a_checkout(
         assert reason is not None and "is older than" in reason
     else:
         assert reason is None
+
+
+@pytest.mark.parametrize(
+    ("expected", "problem"),
+    [("9.9.9", f"version {VERSION}, expected 9.9.9"), ("", "expected version given is empty")],
+)
+def test_the_installed_wheel_check_fails_on_a_wrong_or_missing_version(
+    expected: str, problem: str
+) -> None:
+    """``tools/check_installed.py`` (``make dist``'s last step) names a version other than
+    the one built, and an empty one: ``make dist`` once read the version with a relative
+    interpreter path after ``cd``, got an empty string and so never compared it."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "check_installed.py"), expected],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert problem in run.stderr
+
+
+def test_make_dist_reads_the_expected_version_with_an_absolute_interpreter() -> None:
+    """The recipe runs the check from the throwaway venv's folder: the interpreter that
+    reads the built version must be named by an absolute path there."""
+    recipe = (ROOT / "Makefile").read_text().split("\ndist:", 1)[1].split("\n\n", 1)[0]
+    line = next(line for line in recipe.splitlines() if "__version__" in line)
+    assert "$(CURDIR)/$(PY)" in line, line

@@ -20,7 +20,9 @@ def main(argv: list[str]) -> int:
     problems = []
     if (package.parent / "setup.py").exists():
         problems.append(f"imported from a checkout ({package}), not from the installed wheel")
-    if expected_version and aiostream_kafka.__version__ != expected_version:
+    if expected_version == "":
+        problems.append("the expected version given is empty (the caller could not read it)")
+    elif expected_version and aiostream_kafka.__version__ != expected_version:
         problems.append(f"version {aiostream_kafka.__version__}, expected {expected_version}")
     if not (package / "py.typed").exists():
         problems.append("py.typed is missing")
