@@ -9,7 +9,13 @@ Scenarios (``--scenarios read,write,stream``, run in that order; default ``read`
 * ``stream``: ``readStream`` with ``Trigger.AvailableNow`` and ``maxOffsetsPerTrigger``
   (``--max-offsets-per-trigger``, 100,000) into a Parquet sink, from ``start()`` to the
   end of the query; the time spent inside micro-batches (their ``triggerExecution``) and
-  outside them is shown too.
+  outside them is shown too, and each micro-batch phase (``durationMs``). A third source
+  runs here, the *python floor* (``benchmarks/spark_floor.py``): the same micro-batches
+  of rows made in memory by a Python data source that fetches nothing, i.e. what PySpark
+  itself costs any Python streaming source; the summary gives ours / floor and
+  floor / JVM.
+* ``write`` also runs the *python floor*'s writer: the same table handed to a Python
+  Arrow writer that only counts its rows (PySpark's own cost of any Python sink).
 
 Both connectors run against the same broker in the same SparkSession (``local[2]``): ours
 is ``format("aiostream_kafka")`` (Python workers, Arrow batches), the JVM one is
@@ -61,6 +67,21 @@ from aiostream_kafka import Admin, NewTopic, Producer
 
 CONNECTOR_GROUP, CONNECTOR_ARTIFACT = "org.apache.spark", "spark-sql-kafka-0-10_2.13"
 TOKEN_ARTIFACT = "spark-token-provider-kafka-0-10_2.13"
+
+#: The format of benchmarks/spark_floor.py's source (registered for the stream scenario).
+FLOOR_FORMAT = "aiostream_kafka_floor"
+
+
+def register_floor(spark: Any) -> None:
+    """Register the Python-floor source (benchmarks/spark_floor.py) in ``spark``."""
+    try:
+        from benchmarks.spark_floor import FORMAT
+        from benchmarks.spark_floor import register_floor as register
+    except ImportError:  # run as a script: benchmarks/ is on sys.path
+        from spark_floor import FORMAT  # type: ignore[import-not-found,no-redef]
+        from spark_floor import register_floor as register  # type: ignore[no-redef]
+    assert FORMAT == FLOOR_FORMAT
+    register(spark)
 
 
 @dataclass(frozen=True)
@@ -270,6 +291,8 @@ class Scenario:
 
     name = ""
     describe = ""
+    #: connectors measured in this scenario only (name -> format)
+    extra_connectors: dict[str, str] = {}
 
     def __init__(
         self, spark: Any, bootstrap: str, args: argparse.Namespace, tmp: Path, topic: str
@@ -332,19 +355,31 @@ class StreamScenario(Scenario):
 
     name = "stream"
     describe = "streaming read (AvailableNow) into Parquet"
+    #: PySpark's own cost of a Python streaming source (benchmarks/spark_floor.py)
+    extra_connectors = {"python floor": FLOOR_FORMAT}
 
     def run(self, fmt: str) -> Run:
         out, ckpt = self.tmp / "stream-out", self.tmp / "stream-ckpt"
         for d in (out, ckpt):
             shutil.rmtree(d, ignore_errors=True)
         started = time.monotonic()
+        reader = self.spark.readStream.format(fmt)
+        if fmt == FLOOR_FORMAT:
+            reader = (
+                reader.option("records", str(self.args.records))
+                .option("partitions", str(self.args.partitions))
+                .option("perTrigger", str(self.args.max_offsets_per_trigger))
+                .option("valueSize", str(self.args.value_size))
+            )
+        else:
+            reader = (
+                reader.option("kafka.bootstrap.servers", self.bootstrap)
+                .option("subscribe", self.topic)
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(self.args.max_offsets_per_trigger))
+            )
         query = (
-            self.spark.readStream.format(fmt)
-            .option("kafka.bootstrap.servers", self.bootstrap)
-            .option("subscribe", self.topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", str(self.args.max_offsets_per_trigger))
-            .load()
+            reader.load()
             .writeStream.format("parquet")
             .option("path", str(out))
             .option("checkpointLocation", str(ckpt))
@@ -372,6 +407,8 @@ class WriteScenario(Scenario):
 
     name = "write"
     describe = "batch write of a Parquet table to a topic"
+    #: PySpark's own cost of a Python Arrow writer (benchmarks/spark_floor.py)
+    extra_connectors = {"python floor": FLOOR_FORMAT}
 
     def __init__(self, *a: Any) -> None:
         super().__init__(*a)
@@ -392,6 +429,13 @@ class WriteScenario(Scenario):
         self.spark.read.parquet(str(self.source)).write.format("noop").mode("overwrite").save()
 
     def run(self, fmt: str) -> Run:
+        if fmt == FLOOR_FORMAT:
+            count_file = self.tmp / "floor-count"
+            count_file.unlink(missing_ok=True)
+            df = self.spark.read.parquet(str(self.source))
+            started = time.monotonic()
+            df.write.format(fmt).option("countFile", str(count_file)).mode("append").save()
+            return Run(time.monotonic() - started, int(count_file.read_text()))
         topic = f"spark-bench-write-{uuid.uuid4().hex[:8]}"
         asyncio.run(create_topic(self.bootstrap, topic, self.args.partitions))
         self.topics.append(topic)
@@ -470,6 +514,7 @@ def measure(
         return run
 
     scenario.warm_up()
+    connectors = connectors | scenario.extra_connectors
     cold = {name: one("cold", name, fmt) for name, fmt in connectors.items()}
     runs: dict[str, list[Run]] = {name: [] for name in connectors}
     for round_ in range(rounds):
@@ -546,6 +591,8 @@ def main() -> int:
             del connectors["jvm kafka"]
         session_started = time.monotonic()
         spark = spark_session(args.cores, jars)
+        if "stream" in names or "write" in names:
+            register_floor(spark)
         print(f"SparkSession started in {time.monotonic() - session_started:.1f}s", flush=True)
         results: dict[str, tuple[dict[str, Run], dict[str, list[Run]]]] = {}
         try:
@@ -592,6 +639,15 @@ def main() -> int:
                 f"{name:<8} ratio ours / JVM connector ({connector_version}, pyspark "
                 f"{pyspark.__version__}): {ratio:.2f} (cold: {cold_ratio:.2f})"
             )
+        floor = rates.get("python floor")
+        floor_ratios: dict[str, float] = {}
+        if floor is not None:
+            floor_ratios["ours_to_floor"] = rates["aiostream_kafka"] / floor
+            text = f"ours / python floor: {floor_ratios['ours_to_floor']:.2f}"
+            if "jvm kafka" in rates:
+                floor_ratios["floor_to_jvm"] = floor / rates["jvm kafka"]
+                text += f"; python floor / JVM connector: {floor_ratios['floor_to_jvm']:.2f}"
+            print(f"{name:<8} {text}")
         summary[name] = {
             "seconds": {c: [r.seconds for r in rs] for c, rs in runs.items()},
             "micro_batch_seconds": {c: [r.batch_seconds for r in rs] for c, rs in runs.items()},
@@ -599,6 +655,7 @@ def main() -> int:
             "cold_seconds": {c: r.seconds for c, r in cold.items()},
             "rows_per_s": rates,
             "ratio_ours_to_jvm": ratio,
+            **{f"ratio_{k}": v for k, v in floor_ratios.items()},
         }
     result = {
         "benchmark": "spark",

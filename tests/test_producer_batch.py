@@ -219,6 +219,8 @@ async def test_bad_input_is_refused_before_anything_is_appended(
             await producer.send_batch(topic, oversized)
         with pytest.raises(RecordTooLargeError, match=r"values\[1\]"):
             await producer.send_batch(topic, good[:2], headers=[None, [("h", b"y" * 11_000)]])
+        with pytest.raises(RecordTooLargeError, match=r"values\[1\]"):  # its key does it
+            await producer.send_batch(topic, good[:2], keys=[b"k", b"k" * 11_000])
         started = time.monotonic()
         with pytest.raises(UnknownTopicOrPartitionError, match="max_block_ms"):
             await producer.send_batch("no-such-topic-" + topic, good)
@@ -230,6 +232,10 @@ async def test_bad_input_is_refused_before_anything_is_appended(
         # nothing of the refused calls was appended: this call's records come first
         meta = await producer.send_batch(topic, good)
         assert meta.offsets() == {i: (0, i) for i in range(10)}
+        # the largest value and the largest key together exceed the limit, but on
+        # different records: accepted
+        meta = await producer.send_batch(topic, [b"v" * 5000, b"v"], keys=[b"k", b"k" * 5000])
+        assert meta.record_count == 2
     with pytest.raises(ProducerClosedError):
         await producer.send_batch(topic, good)
 

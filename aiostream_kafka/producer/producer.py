@@ -1216,6 +1216,12 @@ class Producer:
         sizes = list(map(len, values_)) if only_bytes else None
         if sizes is not None and keys_ is None and headers_ is None:
             suspects: Iterable[int] = range(n) if n and max(sizes) > limit else ()
+        elif (
+            sizes is not None
+            and headers_ is None
+            and max(sizes, default=0) + max(map(len, filter(None, keys_ or ())), default=0) <= limit
+        ):
+            suspects = ()  # no value and key together can reach the limit
         else:
             suspects = (
                 i

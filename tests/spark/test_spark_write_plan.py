@@ -156,3 +156,36 @@ def test_split_by_key_names_the_partitions_and_leaves_keyless_rows() -> None:
         numbers = [int(v[1:]) for v in piece.values]
         assert numbers == sorted(numbers)
     assert len({p.partition for p in pieces}) == len(pieces)
+
+
+def test_split_by_key_keeps_a_run_whose_keys_share_a_partition_whole() -> None:
+    run = Run("t", None, [b"v0", b"v1", b"v2"], [b"same", b"same", b"same"], None)
+    (piece,) = split_by_key(run, 5)
+    assert piece.partition == partition_for_key(b"same", 5)
+    assert piece.values is run.values and piece.keys is run.keys
+
+
+def test_split_by_key_matches_the_producer_partitioner_row_by_row() -> None:
+    """Many rows, keys of mixed lengths and nulls, single-row and large groups: every
+    keyed row lands on partition_for_key's partition, keyless rows last, each group in
+    row order, and nothing is lost or repeated."""
+    rng = random.Random(7)
+    keys: list[bytes | None] = [
+        None if rng.random() < 0.1 else rng.randbytes(rng.randint(0, 12)) for _ in range(2000)
+    ]
+    values = [b"%d" % i for i in range(len(keys))]
+    headers: list[Any] = [[("h", v)] for v in values]
+    pieces = split_by_key(Run("t", None, values, keys, headers), 7)
+    seen = []
+    for piece in pieces:
+        rows = [int(v) for v in piece.values]
+        assert rows == sorted(rows)
+        assert piece.headers == [headers[i] for i in rows]
+        for i in rows:
+            expected = None if keys[i] is None else partition_for_key(keys[i], 7)
+            assert piece.partition == expected
+        if piece.partition is not None:
+            assert piece.keys == [keys[i] for i in rows]
+        seen += rows
+    assert pieces[-1].partition is None
+    assert sorted(seen) == list(range(len(keys)))
