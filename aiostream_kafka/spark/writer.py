@@ -163,6 +163,13 @@ class Run:
     headers: list[list[tuple[str, bytes | None]] | None] | None
 
 
+def _take(items: list[Any], rows: list[int]) -> list[Any]:
+    """``[items[i] for i in rows]``, picked in C (``itemgetter``)."""
+    if len(rows) == 1:
+        return [items[rows[0]]]
+    return list(itemgetter(*rows)(items))
+
+
 def split_by_key(run: Run, partitions: int) -> list[Run]:
     """``run`` (no partition named, some keys) as one run per partition its keyed rows
     go to under the default partitioner (:func:`.keyhash.key_partitions`: the producer
@@ -189,14 +196,13 @@ def split_by_key(run: Run, partitions: int) -> list[Run]:
     keyless: Run | None = None
     for first, end in zip(starts, [*starts[1:], len(ordered)], strict=True):
         rows = order[first:end].tolist()
-        pick = itemgetter(*rows) if len(rows) > 1 else (lambda seq, i=rows[0]: (seq[i],))
         p = int(ordered[first])
         piece = Run(
             run.topic,
             None if p < 0 else p,
-            list(pick(values)),
-            None if p < 0 else list(pick(keys)),
-            None if headers is None else list(pick(headers)),
+            _take(values, rows),
+            None if p < 0 else _take(keys, rows),
+            None if headers is None else _take(headers, rows),
         )
         if p < 0:
             keyless = piece  # last, as before: after the partitions' runs
