@@ -267,6 +267,57 @@ async def test_a_call_larger_than_buffer_memory_waits_batch_by_batch(
     assert sorted(_check_order(records)) == list(range(n))
 
 
+async def test_a_large_batch_size_does_not_hold_memory_for_a_few_records_per_partition(
+    kafka_cluster: KafkaCluster, new_topic
+) -> None:
+    """64 partitions, 20 keyed records each, one call, 256 KiB batches in 4 MiB of buffer
+    memory (64 full reservations would be 16 MiB): once half the memory is reserved,
+    a new batch reserves about what its records need, so the call appends everything
+    without waiting for memory, and the records arrive once each, in order."""
+    partitions = 64
+    topic = await new_topic(partitions=partitions)
+    keys = [b"k%d" % k for k in range(10_000)]
+    by_partition: dict[int, list[bytes]] = {}
+    for key in keys:
+        chosen = by_partition.setdefault(partition_for_key(key, partitions), [])
+        if len(chosen) < 20:
+            chosen.append(key)
+    call_keys = [key for chosen in by_partition.values() for key in chosen]
+    assert len(by_partition) == partitions and len(call_keys) == 20 * partitions
+    values = [_value(i) for i in range(len(call_keys))]
+    async with Producer(
+        kafka_cluster.bootstrap_servers,
+        batch_size=256 * 1024,
+        buffer_memory=4 * 1024 * 1024,
+        linger_ms=2000,  # nothing is sent for lack of a full batch while the call appends
+    ) as producer:
+        pool = producer.buffer_pool
+        waited = 0
+
+        async def watch() -> None:
+            nonlocal waited
+            while True:
+                waited = max(waited, pool.queued)
+                await asyncio.sleep(0)
+
+        watcher = asyncio.create_task(watch())
+        try:
+            future = await producer.enqueue_batch(topic, values, call_keys)
+        finally:
+            watcher.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await watcher  # (an error in the watcher would surface here)
+        assert waited == 0, "the call waited for buffer memory"
+        meta = await future
+        assert meta.record_count == len(values)
+    records = await read_all(kafka_cluster.bootstrap_servers, topic, partitions)
+    order = _check_order(records)
+    assert sorted(order) == list(range(len(values)))
+    for i, record in order.items():
+        assert record.key == call_keys[i]
+        assert record.partition == partition_for_key(call_keys[i], partitions)
+
+
 # -- partial failure -----------------------------------------------------------------------
 
 

@@ -68,6 +68,10 @@ def record_size_upper_bound(
 # timestamp delta 2 + offset delta 2 + key length 1 + value length 2 + header count 1.
 PLAIN_OVERHEAD = 11
 
+#: A batch call's batch reserves at least this much (or ``batch_size``, when smaller):
+#: see :meth:`Accumulator.reservation`.
+_SMALLEST_RESERVATION = 16_384
+
 
 class ProducerBatch:
     """One record batch of one partition, with a future per record (``None`` for the
@@ -475,9 +479,20 @@ class Accumulator:
         self.wakeup.set()
         return future, batch
 
-    def reservation(self, first_record_size: int) -> int:
-        """The memory a new batch reserves when its first record has this size bound."""
-        return min(max(self.batch_size, first_record_size), self.pool.total)
+    def reservation(self, first_record_size: int, wanted: int | None = None) -> int:
+        """The memory a new batch reserves when its first record has this size bound:
+        ``batch_size``; or, once half of ``buffer_memory`` is reserved, for a batch call
+        that expects to put only about ``wanted`` bytes in it, that much (not below 16
+        KiB, the default ``batch_size``). The batch then holds at most what it reserved
+        (:meth:`open_reserved`), so a large ``batch_size`` does not make a call writing a
+        few records to each of many partitions wait for memory that its batches hold
+        but never fill (while memory is plentiful, a batch keeps room for the next
+        call's records)."""
+        size = self.batch_size
+        pool = self.pool
+        if wanted is not None and wanted < size and pool.available * 2 < pool.total:
+            size = max(wanted, min(size, _SMALLEST_RESERVATION))
+        return min(max(size, first_record_size), pool.total)
 
     def open_reserved(
         self, tp: TopicPartition, reserved: int, fits: Callable[[ProducerBatch], bool]
@@ -498,7 +513,12 @@ class Accumulator:
             dq[-1].closed = True
         now = time.monotonic()
         batch = ProducerBatch(
-            tp, self.batch_size, reserved, now, now + self.delivery_timeout_s, self.loop
+            tp,
+            min(self.batch_size, reserved),
+            reserved,
+            now,
+            now + self.delivery_timeout_s,
+            self.loop,
         )
         dq.append(batch)
         self.incomplete.add(batch)

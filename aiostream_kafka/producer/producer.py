@@ -50,6 +50,7 @@ from aiostream_kafka.producer.transactions import (
     TransactionStateError,
 )
 from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.records import HEADER_SIZE
 from aiostream_kafka.serde import Serializer, serialize
 from aiostream_kafka.structs import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 
@@ -152,6 +153,12 @@ class _Run:
             self.values[pos],
             None if self.headers is None else self.headers[pos],
         )
+
+    def wanted(self, first_size: int) -> int:
+        """About the bytes the rest of the run takes, estimated from the next record's
+        bound ``first_size`` (which includes a batch header): what a new batch for it
+        needs to reserve at most."""
+        return HEADER_SIZE + (self.n - self.pos) * (first_size - HEADER_SIZE)
 
     def fits(self, batch: ProducerBatch) -> bool:
         """Whether ``batch`` takes the next record (an empty batch always does)."""
@@ -1299,7 +1306,8 @@ class Producer:
     async def _batch_for(self, acc: Accumulator, tp: TopicPartition, run: _Run) -> ProducerBatch:
         """A batch of ``tp`` that takes ``run``'s next record, new unless another caller
         opened one while this one waited for memory."""
-        reserved = acc.reservation(run.first_size())
+        first = run.first_size()
+        reserved = acc.reservation(first, run.wanted(first))
         if not acc.pool.try_reserve(reserved):
             acc.wakeup.set()  # waiters make every batch sendable: let the sender run
             await acc.pool.reserve(reserved, self._max_block_s)

@@ -41,7 +41,7 @@ from pyspark.sql.types import (
 )
 
 from aiostream_kafka.errors import ConfigError
-from aiostream_kafka.producer import BatchMetadata, Producer
+from aiostream_kafka.producer import BatchMetadata, Producer, ProducerConfig
 
 from .options import SinkOptions
 
@@ -50,6 +50,7 @@ __all__ = [
     "KafkaCommitMessage",
     "KafkaStreamWriter",
     "check_sink_schema",
+    "producer_kwargs",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,14 @@ log = logging.getLogger(__name__)
 #: oldest call (bounds the futures and row lists held; the producer's ``buffer_memory``
 #: bounds the bytes).
 _MAX_PENDING_ROWS = 200_000
+
+#: The sink's ``batch.size`` unless ``kafka.batch.size`` is set (capped by
+#: ``kafka.max.request.size``): a task has its rows at hand, so waiting to fill a batch
+#: costs no latency, and each batch costs the Python producer (and the broker) a fixed
+#: amount of work. Measured, one task, 500k keyed 100-byte rows, one local broker:
+#: 16 KiB (the Java client's default) 373-458k rows/s, 128-512 KiB 663-810k rows/s.
+SINK_BATCH_SIZE = 256 * 1024
+_DEFAULT_MAX_REQUEST = ProducerConfig().max_request_size
 
 
 def _is_bytes_like(dtype: DataType) -> bool:
@@ -283,6 +292,17 @@ def plan_runs(batch: pa.RecordBatch, topic_option: str | None) -> list[Run]:
     return runs
 
 
+def producer_kwargs(opts: SinkOptions) -> dict[str, Any]:
+    """The writer's :class:`~aiostream_kafka.producer.Producer` settings: idempotent, the
+    ``kafka.*`` options, and ``batch_size`` :data:`SINK_BATCH_SIZE` (at most
+    ``max_request_size``) unless ``kafka.batch.size`` is set."""
+    kwargs = {"enable_idempotence": True, **opts.kafka.producer_kwargs()}
+    if "batch_size" not in kwargs:
+        limit = kwargs.get("max_request_size", _DEFAULT_MAX_REQUEST)
+        kwargs["batch_size"] = min(SINK_BATCH_SIZE, limit)
+    return kwargs
+
+
 def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark a failure as retrieved: a call's future is awaited unless an earlier error
     ended the task first (then the task's error is the one reported)."""
@@ -295,7 +315,7 @@ async def _write_batches(
 ) -> int:
     """Produce every row, one batch call per :class:`Run`; return the number written once
     all are acknowledged."""
-    kwargs = {"enable_idempotence": True, **opts.kafka.producer_kwargs()}
+    kwargs = producer_kwargs(opts)
     rows = 0
     pending: deque[tuple[asyncio.Future[BatchMetadata], int]] = deque()
     pending_rows = 0

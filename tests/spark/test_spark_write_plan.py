@@ -13,7 +13,14 @@ import pytest
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.producer.partitioner import partition_for_key
 from aiostream_kafka.spark.keyhash import key_partitions
-from aiostream_kafka.spark.writer import Run, plan_runs, split_by_key
+from aiostream_kafka.spark.options import parse_sink_options
+from aiostream_kafka.spark.writer import (
+    SINK_BATCH_SIZE,
+    Run,
+    plan_runs,
+    producer_kwargs,
+    split_by_key,
+)
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -189,3 +196,16 @@ def test_split_by_key_matches_the_producer_partitioner_row_by_row() -> None:
         seen += rows
     assert pieces[-1].partition is None
     assert sorted(seen) == list(range(len(keys)))
+
+
+def test_the_writer_batches_256_kib_unless_told_otherwise() -> None:
+    """The sink's producer fills 256 KiB batches by default (a task has its rows at hand),
+    never more than ``kafka.max.request.size``, and ``kafka.batch.size`` wins."""
+    base = {"kafka.bootstrap.servers": "broker:9092", "topic": "t"}
+    kwargs = producer_kwargs(parse_sink_options(base))
+    assert kwargs["batch_size"] == SINK_BATCH_SIZE == 256 * 1024
+    assert kwargs["enable_idempotence"] is True
+    small_requests = parse_sink_options({**base, "kafka.max.request.size": "100000"})
+    assert producer_kwargs(small_requests)["batch_size"] == 100_000
+    told = parse_sink_options({**base, "kafka.batch.size": "16384"})
+    assert producer_kwargs(told)["batch_size"] == 16_384
