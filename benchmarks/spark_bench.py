@@ -332,20 +332,28 @@ class ReadScenario(Scenario):
 
     name = "read"
     describe = "batch read of the topic into Parquet"
+    #: PySpark's own cost of a Python batch source (benchmarks/spark_floor.py)
+    extra_connectors = {"python floor": FLOOR_FORMAT}
 
     def run(self, fmt: str) -> Run:
         out = self.tmp / "read-out"
         shutil.rmtree(out, ignore_errors=True)
         started = time.monotonic()
-        (
-            self.spark.read.format(fmt)
-            .option("kafka.bootstrap.servers", self.bootstrap)
-            .option("subscribe", self.topic)
-            .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
-            .load()
-            .write.parquet(str(out))
-        )
+        reader = self.spark.read.format(fmt)
+        if fmt == FLOOR_FORMAT:
+            reader = (
+                reader.option("records", str(self.args.records))
+                .option("partitions", str(self.args.partitions))
+                .option("valueSize", str(self.args.value_size))
+            )
+        else:
+            reader = (
+                reader.option("kafka.bootstrap.servers", self.bootstrap)
+                .option("subscribe", self.topic)
+                .option("startingOffsets", "earliest")
+                .option("endingOffsets", "latest")
+            )
+        reader.load().write.parquet(str(out))
         elapsed = time.monotonic() - started
         return Run(elapsed, self.spark.read.parquet(str(out)).count())
 
@@ -605,8 +613,7 @@ def main() -> int:
             del connectors["jvm kafka"]
         session_started = time.monotonic()
         spark = spark_session(args.cores, jars)
-        if "stream" in names or "write" in names:
-            register_floor(spark)
+        register_floor(spark)
         print(f"SparkSession started in {time.monotonic() - session_started:.1f}s", flush=True)
         results: dict[str, tuple[dict[str, Run], dict[str, list[Run]]]] = {}
         try:

@@ -9,6 +9,9 @@ data source pays in PySpark: the driver-side streaming runner's start, the Pytho
 per task, the Arrow transfer to the JVM. Ours minus the floor is our connector's own cost;
 the JVM connector pays none of the floor.
 
+Batch reads: ``spark_bench.py --scenarios read`` reads the same rows (made in memory, one
+input partition per ``--partitions``) into the same Parquet output.
+
 Writes: ``spark_bench.py --scenarios write`` writes the same table to this source's Arrow
 writer, which only counts the rows of each Arrow batch PySpark hands it (and its commit
 stores the total in the ``countFile`` option's file, for the benchmark to check).
@@ -27,6 +30,7 @@ from pyspark import cloudpickle
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
+    DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
@@ -58,6 +62,50 @@ class FloorPartition(InputPartition):
         self.start = start
         self.end = end
         self.value_size = value_size
+
+
+def make_rows(partition: InputPartition) -> Iterator[Any]:
+    """The rows of ``partition``, made in memory as one Arrow batch."""
+    assert isinstance(partition, FloorPartition)
+    import numpy as np
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    n = partition.end - partition.start
+    offsets = np.arange(partition.start, partition.end, dtype=np.int64)
+    value = pa.array([b"x" * partition.value_size] * n, pa.binary())
+    key = pa.array([b"%d" % (i % 10_000) for i in range(n)], pa.binary())
+    stamps = pa.array(offsets.astype("datetime64[ms]").astype("datetime64[us]"))
+    yield pa.RecordBatch.from_arrays(
+        [
+            key,
+            value,
+            pa.array(["floor"] * n),
+            pa.array(np.full(n, partition.partition, np.int32)),
+            pa.array(offsets),
+            stamps.cast(pa.timestamp("us", tz="UTC")),
+            pa.array(np.zeros(n, np.int32)),
+        ],
+        names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"],
+    )
+
+
+class FloorBatchReader(DataSourceReader):
+    """``records`` rows split evenly over ``partitions`` input partitions."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        self.records = int(options["records"])
+        self.splits = int(options["partitions"])
+        self.value_size = int(options["valuesize"])
+
+    def partitions(self) -> list[InputPartition]:
+        step = -(-self.records // self.splits)
+        return [
+            FloorPartition(p, lo, min(lo + step, self.records), self.value_size)
+            for p, lo in enumerate(range(0, self.records, step))
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return make_rows(partition)
 
 
 class FloorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -96,27 +144,7 @@ class FloorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing kept."""
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, FloorPartition)
-        import numpy as np
-        import pyarrow as pa  # type: ignore[import-untyped]
-
-        n = partition.end - partition.start
-        offsets = np.arange(partition.start, partition.end, dtype=np.int64)
-        value = pa.array([b"x" * partition.value_size] * n, pa.binary())
-        key = pa.array([b"%d" % (i % 10_000) for i in range(n)], pa.binary())
-        stamps = pa.array(offsets.astype("datetime64[ms]").astype("datetime64[us]"))
-        yield pa.RecordBatch.from_arrays(
-            [
-                key,
-                value,
-                pa.array(["floor"] * n),
-                pa.array(np.full(n, partition.partition, np.int32)),
-                pa.array(offsets),
-                stamps.cast(pa.timestamp("us", tz="UTC")),
-                pa.array(np.zeros(n, np.int32)),
-            ],
-            names=["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"],
-        )
+        return make_rows(partition)
 
 
 class FloorCommit(WriterCommitMessage):
@@ -142,7 +170,7 @@ class FloorArrowWriter(DataSourceArrowWriter):
 
 
 class FloorSource(DataSource):
-    """The floor source (streaming reads and batch writes)."""
+    """The floor source (batch and streaming reads, batch writes)."""
 
     @classmethod
     def name(cls) -> str:
@@ -150,6 +178,9 @@ class FloorSource(DataSource):
 
     def schema(self) -> str:
         return SCHEMA
+
+    def reader(self, schema: Any) -> FloorBatchReader:
+        return FloorBatchReader(dict(self.options))
 
     def streamReader(self, schema: Any) -> FloorStreamReader:
         return FloorStreamReader(dict(self.options))
