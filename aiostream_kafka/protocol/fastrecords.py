@@ -277,3 +277,40 @@ def encode_keyed(
         i += 1
     buf += b"".join(parts)
     return i - start
+
+
+def record_starts(buf: bytes, end: int, count: int, base: int, out: list[int]) -> None:
+    """Append ``base`` plus the start of each of the ``count`` records in ``buf[:end]``
+    to ``out`` (a record's first field is its length, a zig-zag varint); the last record
+    must end exactly at ``end``. The Spark reader's record walk
+    (``aiostream_kafka.spark.columns``) for the compiled build: same results, same errors.
+
+    Raises:
+        CorruptRecordError: more records claimed than the bytes can hold, a negative or
+            overlong length, a record past ``end``, or records that stop short of it.
+    """
+    if count < 0 or count > end // _MIN_RECORD_SIZE:
+        raise CorruptRecordError(f"corrupt record batch: {count} records claimed in {end} bytes")
+    if end > len(buf):
+        raise CorruptRecordError("corrupt record batch: truncated record")
+    pos = 0
+    i = 0
+    while i < count:
+        if pos >= end:
+            raise CorruptRecordError("corrupt record batch: truncated record")
+        out.append(base + pos)
+        b = buf[pos]
+        if b < 0x80:
+            if b & 1:
+                raise CorruptRecordError("corrupt record batch: negative record length")
+            pos += 1 + (b >> 1)
+        else:
+            length, p = _varint(buf, pos, end)
+            if length < 0:
+                raise CorruptRecordError("corrupt record batch: negative record length")
+            pos = p + length
+        i += 1
+    if pos != end:
+        raise CorruptRecordError(
+            f"corrupt record batch: records do not end with their batch ({pos} != {end})"
+        )

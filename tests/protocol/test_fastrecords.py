@@ -233,3 +233,43 @@ def test_extend_keyed_writes_what_append_writes(
     assert got == [(keys[i], values[i], ts) for i in range(start, start + taken)]
     if fastrecords.COMPILED:
         assert records._ENCODE_KEYED is fastrecords.encode_keyed
+
+
+def _walks(buf: bytes, end: int, count: int, base: int) -> tuple[object, object]:
+    """The Spark reader's record walk, interpreter-tuned and typed: the starts it finds,
+    or CorruptRecordError."""
+    from aiostream_kafka.spark import columns
+
+    out = []
+    for walk in (columns._record_starts, fastrecords.record_starts):
+        starts: list[int] = []
+        try:
+            walk(buf, end, count, base, starts)
+            got: object = starts
+        except CorruptRecordError:
+            got = CorruptRecordError
+        out.append(got)
+    return out[0], out[1]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_record, min_size=1, max_size=12), st.integers(0, 1 << 40))
+def test_record_walk_finds_the_same_starts(rows: list, base: int) -> None:  # type: ignore[type-arg]
+    buf, pos, end, count, _ = _span(rows)
+    payload = buf[pos:end]
+    tuned, typed = _walks(payload, len(payload), count, base)
+    assert typed == tuned
+    assert isinstance(typed, list) and len(typed) == count and typed[0] == base
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_record, min_size=1, max_size=4), st.data())
+def test_record_walk_same_verdict_on_corrupt_bytes(rows: list, data: st.DataObject) -> None:  # type: ignore[type-arg]
+    buf, pos, end, count, _ = _span(rows)
+    payload = bytearray(buf[pos:end])
+    for _ in range(data.draw(st.integers(1, 4))):
+        payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(payload)))
+    claimed = data.draw(st.sampled_from([count, count + 1, max(count - 1, 0), -1]))
+    tuned, typed = _walks(bytes(payload[:cut]), cut, claimed, 0)
+    assert typed == tuned, (tuned, typed)
