@@ -113,6 +113,34 @@ async def test_keyed_partitioning_equals_send(kafka_cluster: KafkaCluster, new_t
     assert meta.record_count == len(keys)
 
 
+async def test_keyless_records_in_batches_past_the_plain_limit_round_trip(
+    kafka_cluster: KafkaCluster, new_topic
+) -> None:
+    """Keyless records with 256 KiB batches (past the 64 KiB where a batch call's plain
+    path stops, so they go through the bulk encoder with null keys), sticky and pinned to
+    a partition, some values of 8,000 bytes or more (encoded one by one): each arrives
+    once, in order within its partition, with a null key and its value intact."""
+    topic = await new_topic(partitions=3)
+    n = 6000
+    values = [_value(i, 9000 if i % 997 == 5 else 100) for i in range(n)]
+    half = n // 2
+    async with Producer(
+        kafka_cluster.bootstrap_servers, batch_size=256 * 1024, linger_ms=20
+    ) as producer:
+        sticky = await producer.send_batch(topic, values[:half])
+        pinned = await producer.send_batch(topic, values[half:], partition=1)
+    assert sticky.record_count == half and pinned.record_count == n - half
+    assert len(sticky.runs) > 1  # more than one batch
+    records = await read_all(kafka_cluster.bootstrap_servers, topic, 3)
+    order = _check_order(records)
+    assert sorted(order) == list(range(n))
+    for i, record in order.items():
+        assert record.key is None
+        assert record.value == values[i]
+        if i >= half:
+            assert record.partition == 1
+
+
 async def test_serializers_headers_timestamps_explicit_partition(
     kafka_cluster: KafkaCluster, new_topic
 ) -> None:

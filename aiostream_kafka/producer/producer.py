@@ -171,6 +171,15 @@ class _Run:
             None if self.headers is None else self.headers[pos],
         )
 
+    def _keys_or_nulls(self) -> list[Any]:
+        """The run's keys; for a keyless run, a null key per record (made once), so that
+        keyless records the plain path does not take (batches over 64 KiB, None values)
+        are encoded a batch's worth per call too."""
+        keys = self.keys
+        if keys is None:
+            keys = self.keys = [None] * self.n
+        return keys
+
     def fill(self, batch: ProducerBatch, completion: BatchCompletion) -> None:
         """Append to ``batch`` the next records that fit (at least one: the caller checked
         :meth:`fits`) and attach them to ``completion`` as one segment."""
@@ -204,11 +213,10 @@ class _Run:
             batch.room = room - total
         elif (
             self.headers is None
-            and self.keys is not None
             and (self.timestamps is None or type(self.timestamps) is int)
             and (
                 count := batch.extend_keyed(
-                    self.keys,
+                    self._keys_or_nulls(),
                     self.values,
                     pos,
                     self.n,
