@@ -307,6 +307,22 @@ class Scenario:
     def run(self, fmt: str) -> Run:
         raise NotImplementedError
 
+    def read_options(self, fmt: str) -> dict[str, str]:
+        """A read's source options: the rows' shape for the python floor, the topic from
+        its start for the Kafka connectors."""
+        if fmt == FLOOR_FORMAT:
+            args = self.args
+            return {
+                "records": str(args.records),
+                "partitions": str(args.partitions),
+                "valueSize": str(args.value_size),
+            }
+        return {
+            "kafka.bootstrap.servers": self.bootstrap,
+            "subscribe": self.topic,
+            "startingOffsets": "earliest",
+        }
+
     def warm_up(self) -> None:
         """Run the scenario's Spark work that is not a connector's (so that the first
         connector's cold run does not pay it for both)."""
@@ -339,21 +355,10 @@ class ReadScenario(Scenario):
         out = self.tmp / "read-out"
         shutil.rmtree(out, ignore_errors=True)
         started = time.monotonic()
-        reader = self.spark.read.format(fmt)
-        if fmt == FLOOR_FORMAT:
-            reader = (
-                reader.option("records", str(self.args.records))
-                .option("partitions", str(self.args.partitions))
-                .option("valueSize", str(self.args.value_size))
-            )
-        else:
-            reader = (
-                reader.option("kafka.bootstrap.servers", self.bootstrap)
-                .option("subscribe", self.topic)
-                .option("startingOffsets", "earliest")
-                .option("endingOffsets", "latest")
-            )
-        reader.load().write.parquet(str(out))
+        options = self.read_options(fmt)
+        if fmt != FLOOR_FORMAT:
+            options["endingOffsets"] = "latest"
+        self.spark.read.format(fmt).options(**options).load().write.parquet(str(out))
         elapsed = time.monotonic() - started
         return Run(elapsed, self.spark.read.parquet(str(out)).count())
 
@@ -372,23 +377,13 @@ class StreamScenario(Scenario):
         for d in (out, ckpt):
             shutil.rmtree(d, ignore_errors=True)
         started = time.monotonic()
-        reader = self.spark.readStream.format(fmt)
-        if fmt == FLOOR_FORMAT:
-            reader = (
-                reader.option("records", str(self.args.records))
-                .option("partitions", str(self.args.partitions))
-                .option("perTrigger", str(self.args.max_offsets_per_trigger))
-                .option("valueSize", str(self.args.value_size))
-            )
-        else:
-            reader = (
-                reader.option("kafka.bootstrap.servers", self.bootstrap)
-                .option("subscribe", self.topic)
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", str(self.args.max_offsets_per_trigger))
-            )
+        options = self.read_options(fmt)
+        per_trigger = "perTrigger" if fmt == FLOOR_FORMAT else "maxOffsetsPerTrigger"
+        options[per_trigger] = str(self.args.max_offsets_per_trigger)
         query = (
-            reader.load()
+            self.spark.readStream.format(fmt)
+            .options(**options)
+            .load()
             .writeStream.format("parquet")
             .option("path", str(out))
             .option("checkpointLocation", str(ckpt))
