@@ -4,8 +4,8 @@ Scenarios (``--scenarios read,write,stream``, run in that order; default ``read`
 
 * ``read``: ``spark.read...load().write.parquet()``, the whole topic into Parquet.
 * ``write``: ``df.write.format(...).mode("append").save()`` of a Parquet table of
-  ``--records`` rows (a key of up to 4 digits, a ``--value-size`` value; written once
-  before the rounds) into a fresh topic per run.
+  ``--records`` rows (a key of up to 4 digits, none with ``--keyless-writes``, a
+  ``--value-size`` value; written once before the rounds) into a fresh topic per run.
 * ``stream``: ``readStream`` with ``Trigger.AvailableNow`` and ``maxOffsetsPerTrigger``
   (``--max-offsets-per-trigger``, 100,000) into a Parquet sink, from ``start()`` to the
   end of the query; the time spent inside micro-batches (their ``triggerExecution``) and
@@ -418,12 +418,12 @@ class WriteScenario(Scenario):
         super().__init__(*a)
         self.source = self.tmp / "write-source"
         args = self.args
+        columns = [f"CAST(repeat('x', {args.value_size}) AS BINARY) AS value"]
+        if not args.keyless_writes:
+            columns.insert(0, "CAST(CAST(id % 10000 AS STRING) AS BINARY) AS key")
         (
             self.spark.range(args.records, numPartitions=args.cores)
-            .selectExpr(
-                "CAST(CAST(id % 10000 AS STRING) AS BINARY) AS key",
-                f"CAST(repeat('x', {args.value_size}) AS BINARY) AS value",
-            )
+            .selectExpr(*columns)
             .write.parquet(str(self.source))
         )
         self.topics: list[str] = []
@@ -542,6 +542,11 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument(
+        "--keyless-writes",
+        action="store_true",
+        help="the write scenario's table has no key column (records go to sticky partitions)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cores", type=int, default=2, help="local[N]")
     parser.add_argument("--bootstrap-servers", default=None)
@@ -684,6 +689,7 @@ def main() -> int:
         "cores": args.cores,
         "max_offsets_per_trigger": args.max_offsets_per_trigger,
         "write_options": args.write_option,
+        "keyless_writes": args.keyless_writes,
         "pyspark": pyspark.__version__,
         "jvm_connector": f"{CONNECTOR_GROUP}:{CONNECTOR_ARTIFACT}:{connector_version}",
         "jvm_jars": jar_names,
