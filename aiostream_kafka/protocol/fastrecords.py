@@ -305,10 +305,23 @@ def record_starts(buf: bytes, end: int, count: int, base: int, out: list[int]) -
                 raise CorruptRecordError("corrupt record batch: negative record length")
             pos += 1 + (b >> 1)
         else:
-            length, p = _varint(buf, pos, end)
-            if length < 0:
+            # A signed 32-bit varint: at most 5 bytes, below 2**32 raw (as decode_varint).
+            raw = 0
+            shift = 0
+            while True:
+                if pos >= end or shift > 28:
+                    raise CorruptRecordError("corrupt record batch: truncated record")
+                b = buf[pos]
+                pos += 1
+                raw |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+            if raw >= 1 << 32:
+                raise CorruptRecordError("corrupt record batch: truncated record")
+            if raw & 1:
                 raise CorruptRecordError("corrupt record batch: negative record length")
-            pos = p + length
+            pos += raw >> 1
         i += 1
     if pos != end:
         raise CorruptRecordError(

@@ -66,7 +66,7 @@ _MAX_PENDING_ROWS = 200_000
 #: amount of work. Measured, one task, 500k keyed 100-byte rows, one local broker:
 #: 16 KiB (the Java client's default) 373-458k rows/s, 128-512 KiB 663-810k rows/s.
 SINK_BATCH_SIZE = 256 * 1024
-_DEFAULT_MAX_REQUEST = ProducerConfig().max_request_size
+_DEFAULT = ProducerConfig()
 
 
 def _is_bytes_like(dtype: DataType) -> bool:
@@ -295,11 +295,16 @@ def plan_runs(batch: pa.RecordBatch, topic_option: str | None) -> list[Run]:
 def producer_kwargs(opts: SinkOptions) -> dict[str, Any]:
     """The writer's :class:`~aiostream_kafka.producer.Producer` settings: idempotent, the
     ``kafka.*`` options, and ``batch_size`` :data:`SINK_BATCH_SIZE` (at most
-    ``max_request_size``) unless ``kafka.batch.size`` is set."""
+    ``max_request_size`` and an eighth of ``buffer_memory``, not below 16 KiB) unless
+    ``kafka.batch.size`` is set."""
     kwargs = {"enable_idempotence": True, **opts.kafka.producer_kwargs()}
     if "batch_size" not in kwargs:
-        limit = kwargs.get("max_request_size", _DEFAULT_MAX_REQUEST)
-        kwargs["batch_size"] = min(SINK_BATCH_SIZE, limit)
+        request = kwargs.get("max_request_size", _DEFAULT.max_request_size)
+        memory = kwargs.get("buffer_memory", _DEFAULT.buffer_memory)
+        if request > 0 and memory > 0:  # (else the producer names the bad setting)
+            # at least 8 batches in buffer_memory, as 16 KiB in the default 32 MiB allows
+            # many more; never below the Java client's 16 KiB
+            kwargs["batch_size"] = min(SINK_BATCH_SIZE, request, max(memory // 8, 16_384))
     return kwargs
 
 

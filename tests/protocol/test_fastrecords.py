@@ -273,3 +273,18 @@ def test_record_walk_same_verdict_on_corrupt_bytes(rows: list, data: st.DataObje
     claimed = data.draw(st.sampled_from([count, count + 1, max(count - 1, 0), -1]))
     tuned, typed = _walks(bytes(payload[:cut]), cut, claimed, 0)
     assert typed == tuned, (tuned, typed)
+
+
+@pytest.mark.parametrize(
+    "length",
+    [
+        bytes([0x8E, 0x80, 0x80, 0x80, 0x80, 0x00]),  # 6 bytes: longer than a 32-bit varint
+        bytes([0xFE, 0xFF, 0xFF, 0xFF, 0x1F]),  # 5 bytes, but 2**33 - 2 raw
+    ],
+)
+def test_record_walk_refuses_a_length_past_32_bits(length: bytes) -> None:
+    """A record length is a signed 32-bit varint: both walks refuse a longer one, whatever
+    follows it (the interpreted walk's varint reader stops at 5 bytes and 2**32)."""
+    buf = length + bytes(7)
+    tuned, typed = _walks(buf, len(buf), 1, 0)
+    assert tuned is typed is CorruptRecordError

@@ -209,3 +209,11 @@ def test_the_writer_batches_256_kib_unless_told_otherwise() -> None:
     assert producer_kwargs(small_requests)["batch_size"] == 100_000
     told = parse_sink_options({**base, "kafka.batch.size": "16384"})
     assert producer_kwargs(told)["batch_size"] == 16_384
+    # at least 8 batches in buffer_memory, never below 16 KiB
+    small_memory = parse_sink_options({**base, "kafka.buffer.memory": "1048576"})
+    assert producer_kwargs(small_memory)["batch_size"] == 131_072
+    tiny_memory = parse_sink_options({**base, "kafka.buffer.memory": "65536"})
+    assert producer_kwargs(tiny_memory)["batch_size"] == 16_384
+    # a bad setting is left for the producer to name, not turned into a bad batch size
+    bad = parse_sink_options({**base, "kafka.max.request.size": "-1"})
+    assert "batch_size" not in producer_kwargs(bad)
