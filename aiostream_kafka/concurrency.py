@@ -1,11 +1,18 @@
 """Structured-concurrency helpers: who owns a task, and cleanup that outlives a cancel.
 
-Two rules hold everywhere in the client, and these helpers are the only place they are
-written down as code:
+This is the one module of the library that creates tasks and gathers awaitables
+(``tests/test_layers.py`` greps every other module for ``create_task``, ``ensure_future``
+and ``gather``). Two rules hold everywhere in the client, and these helpers are the only
+place they are written down as code:
 
-* **Every background task has an owner that awaits it.** An owner stops its tasks with
-  :func:`stop_tasks`: cancel, wait (bounded), retrieve every result so that asyncio never
-  logs "Task exception was never retrieved".
+* **Every background task has an owner that awaits it.** A client (or a part of one: a
+  connection, a group member, the sender) holds a :class:`TaskScope`; every task it runs
+  is spawned into that scope with its crash policy stated at the spawn (:class:`Crash`),
+  and one bounded :meth:`TaskScope.aclose` stops them all: cancel, wait (bounded),
+  retrieve every result so that asyncio never logs "Task exception was never retrieved".
+  Concurrent requests that belong to one call run under :func:`gather_all` (the first
+  failure cancels the siblings and waits for them, as ``asyncio.TaskGroup`` does) or
+  :func:`gather_settled` (every outcome returned).
 * **Cleanup that must run runs, even when the caller is cancelled.** A final commit, a
   LeaveGroup, failing the futures of pending records and aborting sockets are what keep a
   cancelled consumer from freezing its partitions for ``session_timeout_ms``.
@@ -26,16 +33,27 @@ own scopes, but the cancellations users actually send -- ``asyncio.timeout``,
 ``cancelling()`` stays non-zero while an *outer* ``asyncio.timeout`` is unwinding, so that
 pattern mistakes the expired timeout for a fresh cancel and skips the rest of the cleanup
 (the bug of issue 15). Here the helper notes the cancellations it actually absorbed.
+
+Why a scope of our own and not ``asyncio.TaskGroup`` / anyio's task group for a client's
+background tasks: both are lexical (entered and left in one task, around one block) and
+cancel the task that entered them when a child fails. A client's life is not a block of
+the caller's task: ``start()`` and ``close()`` are separate calls, often from different
+tasks (a FastAPI lifespan, a test fixture), and a bug in a heartbeat must end the
+*client*, surfacing to its callers and iterators, not cancel whichever application task
+happened to call ``start()``. :class:`TaskScope` keeps the task group's guarantees (every
+child is owned, awaited on close, its error seen) with the crash policy made explicit.
+Within one call, where the lexical shape fits, :func:`gather_all` is ``asyncio.TaskGroup``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, Literal, TypeVar, overload
 
 import anyio
 import anyio.to_thread
@@ -162,3 +180,215 @@ async def shielded(aw: Awaitable[T], *, timeout: float | None, what: str) -> T |
     if cancel is not None:
         raise cancel
     return None
+
+
+class Crash(enum.Enum):
+    """What a task's unexpected error (an ``Exception`` that ends its body) does; stated at
+    each :meth:`TaskScope.spawn`."""
+
+    #: The owner fails: the scope's ``on_fail`` gets the error (it records it, wakes the
+    #: iterators and callers that then raise it). For the tasks a client cannot run
+    #: without (the poll scheduler, the sender, a group's heartbeat).
+    FAIL_OWNER = "fail the owner"
+    #: Logged at ERROR and run again after a back-off (``RESTART_MIN_S`` doubling up to
+    #: ``RESTART_MAX_S``; back to the minimum after a run of ``RESTART_RESET_S``), until
+    #: the scope closes. For tasks whose work stays valid when one run breaks.
+    RESTART = "restart"
+    #: Logged at ERROR and the task ends; the owner goes on. For one task among many
+    #: alike whose failure concerns only itself (one connection served by a test proxy).
+    LOG = "log"
+    #: The error is the result of the task, awaited by the caller that spawned it (a
+    #: request handed on, a one-shot job): the scope only marks it retrieved (logging an
+    #: error that is not a ``KafkaError``, which a caller may never have awaited).
+    AWAITED = "awaited"
+
+
+RESTART_MIN_S = 0.1
+RESTART_MAX_S = 5.0
+RESTART_RESET_S = 60.0
+
+Body = Callable[[], Awaitable[T]] | Coroutine[Any, Any, T]
+
+
+class ScopeClosedError(RuntimeError):
+    """A task was spawned into a :class:`TaskScope` that is closed (a bug in the owner)."""
+
+
+class TaskScope:
+    """The background tasks of one owner (a client or a part of one), and their policy.
+
+    ``owner`` names the owner in log lines; ``on_fail`` is called (and awaited when it
+    returns an awaitable) with the error of a :attr:`Crash.FAIL_OWNER` task, inside that
+    task, once per crash. Also usable as ``async with TaskScope(...)`` around a block whose
+    tasks must not outlive it.
+    """
+
+    def __init__(
+        self,
+        owner: str,
+        on_fail: Callable[[Exception], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.owner = owner
+        self._on_fail = on_fail
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` began: the scope spawns nothing more."""
+        return self._closed
+
+    @property
+    def tasks(self) -> frozenset[asyncio.Task[Any]]:
+        """The tasks running now."""
+        return frozenset(self._tasks)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    @overload
+    def spawn(
+        self, body: Body[T], *, name: str, crash: Literal[Crash.AWAITED]
+    ) -> asyncio.Task[T]: ...
+
+    @overload
+    def spawn(
+        self,
+        body: Body[T],
+        *,
+        name: str,
+        crash: Literal[Crash.FAIL_OWNER, Crash.RESTART, Crash.LOG],
+    ) -> asyncio.Task[T | None]: ...
+
+    def spawn(self, body: Body[T], *, name: str, crash: Crash) -> asyncio.Task[Any]:
+        """Run ``body`` (a coroutine, or a function making one: needed for
+        :attr:`Crash.RESTART`) as a task of this scope under the policy ``crash``.
+
+        Returns the task (await it for its result where the policy is
+        :attr:`Crash.AWAITED`).
+
+        Raises:
+            ScopeClosedError: the scope is closed.
+        """
+        if self._closed:
+            if asyncio.iscoroutine(body):
+                body.close()
+            raise ScopeClosedError(f"{self.owner} is closed: cannot start {name}")
+        if crash is Crash.RESTART and asyncio.iscoroutine(body):
+            body.close()
+            raise TypeError("Crash.RESTART needs a function that makes the coroutine")
+        task = asyncio.create_task(self._run(body, name, crash), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    async def _run(self, body: Body[T], name: str, crash: Crash) -> T | None:
+        loop = asyncio.get_running_loop()
+        delay = RESTART_MIN_S
+        while True:
+            started = loop.time()
+            try:
+                aw = body if asyncio.iscoroutine(body) else body()
+                return await aw
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if crash is Crash.AWAITED:
+                    raise
+                if crash is Crash.RESTART and not self._closed:
+                    if loop.time() - started >= RESTART_RESET_S:
+                        delay = RESTART_MIN_S
+                    log.error(
+                        "%s: %s failed; restarting it in %.1f s", self.owner, name, delay,
+                        exc_info=exc,
+                    )  # fmt: skip
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RESTART_MAX_S)
+                    continue
+                if crash is Crash.LOG:
+                    log.error("%s: %s failed", self.owner, name, exc_info=exc)
+                    return None
+                log.error("%s: %s failed; %s stops", self.owner, name, self.owner, exc_info=exc)
+                if self._on_fail is not None:
+                    outcome = self._on_fail(exc)
+                    if outcome is not None:
+                        await outcome
+                return None
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        retrieve(task)
+
+    async def aclose(self, *, grace_s: float = CANCEL_GRACE_S) -> None:
+        """Cancel every task of the scope and wait for them, at most ``grace_s``
+        (:func:`stop_tasks`); the scope spawns nothing more. Idempotent. A cancelled
+        caller still waits, then :class:`asyncio.CancelledError` is re-raised."""
+        self._closed = True
+        while self._tasks:  # a task stopping may not spawn (closed), but loop to be sure
+            await stop_tasks(list(self._tasks), grace_s=grace_s)
+            self._tasks = {t for t in self._tasks if not t.done()}
+            if self._tasks:
+                break  # stuck tasks were logged by stop_tasks; their results are retrieved
+
+    async def __aenter__(self) -> TaskScope:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first: BaseException = group.exceptions[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
+
+
+async def gather_all(*aws: Awaitable[T]) -> list[T]:
+    """Run ``aws`` concurrently and return their results in order.
+
+    The first one to fail cancels the others and, once they have all finished, its error
+    is raised (the plain exception, not an exception group). A cancelled caller cancels
+    them all, waits for them and re-raises. Nothing is left running either way.
+    """
+    if not aws:
+        return []
+    failure: BaseException | None = None
+    tasks: list[asyncio.Task[T]] = []
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_awaited(aw)) for aw in aws]
+    except BaseExceptionGroup as errors:
+        failure = _first_error(errors)
+    if failure is not None:
+        raise failure
+    return [t.result() for t in tasks]
+
+
+async def gather_settled(*aws: Awaitable[T]) -> list[T | Exception]:
+    """Run ``aws`` concurrently until every one has finished; return each result or the
+    ``Exception`` it raised, in order (``gather(return_exceptions=True)``, except that a
+    cancelled caller cancels them all and waits for them before re-raising)."""
+    return await gather_all(*(_settled(aw) for aw in aws))
+
+
+async def _awaited(aw: Awaitable[T]) -> T:
+    return await aw
+
+
+async def _settled(aw: Awaitable[T]) -> T | Exception:
+    try:
+        return await aw
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return exc
+
+
+def shared_task(aw: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+    """A task that several callers await (e.g. one close shared by concurrent ``close()``
+    calls, each waiting through :func:`shielded`): its outcome is marked retrieved when it
+    ends, so that no caller having given up leaves an error unretrieved."""
+    task = asyncio.create_task(aw, name=name)
+    task.add_done_callback(retrieve)
+    return task

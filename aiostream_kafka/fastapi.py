@@ -52,6 +52,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "aiostream_kafka.fastapi needs FastAPI: pip install 'aiostream-kafka[fastapi]'"
     ) from exc
 
+from aiostream_kafka.concurrency import Crash, TaskScope, gather_all, stop_tasks
 from aiostream_kafka.consumer import Consumer
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.options import ClientOptions, ConsumerOptions, ProducerOptions
@@ -149,8 +150,12 @@ class _RunningConsumer:
     returned: bool = False
 
     def start(self) -> None:
-        self.task = asyncio.create_task(
-            self._supervise(), name=f"aiostream-kafka consumer {self.spec.name}"
+        # _supervise handles the handler's crash itself (recorded, reported as 503, not
+        # restarted): the task only ends with CancelledError or nothing.
+        self.task = self.integration._scope.spawn(
+            self._supervise(),
+            name=f"aiostream-kafka consumer {self.spec.name}",
+            crash=Crash.AWAITED,
         )
 
     async def _supervise(self) -> None:
@@ -224,11 +229,8 @@ class _RunningConsumer:
                         grace_s,
                     )
         finally:
-            if task is not None and not task.done():
-                task.cancel()
             if task is not None:
-                # The task never raises but CancelledError (it logs its failures itself).
-                await asyncio.gather(task, return_exceptions=True)
+                await stop_tasks([task])  # cancels it if still running, and awaits it
             try:
                 await self.consumer.close()  # idempotent
             except Exception as exc:
@@ -294,6 +296,8 @@ class KafkaIntegration:
         self._producer: Producer | None = None
         self._accepting = False
         self._running: list[_RunningConsumer] = []
+        # The handlers' tasks (one per consumer), from startup to shutdown.
+        self._scope = TaskScope("Kafka integration")
 
     # -- declaring consumers -------------------------------------------------------------
 
@@ -435,6 +439,7 @@ class KafkaIntegration:
     async def _startup(self) -> None:
         self._state = "starting"
         self._running = []
+        self._scope = TaskScope("Kafka integration")
         producer = Producer(bootstrap_servers=self.bootstrap_servers, **self.producer_options)
         self._producer = producer
         try:
@@ -467,10 +472,11 @@ class KafkaIntegration:
         self._state = "stopping"
         self._accepting = False
         try:
-            await asyncio.gather(
+            await gather_all(
                 *(r.stop(self.drain_timeout_s, self.handler_grace_s) for r in self._running)
             )
         finally:
+            await self._scope.aclose()
             producer = self._producer
             try:
                 if producer is not None:

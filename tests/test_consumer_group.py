@@ -100,13 +100,8 @@ class Member:
                 await self.task
         group = self.consumer.group
         assert group is not None
-        for task in [*group.coordinator._tasks, group._committer]:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        group.coordinator._tasks = []
-        group._committer = None
+        await group._scope.aclose()
+        await group.coordinator.stop()
         group.subscribed = False
         await self.consumer.close()
 

@@ -40,7 +40,7 @@ from aiostream_kafka.admin.types import (
 )
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import ClusterSnapshot, TopicMetadata
-from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shielded
+from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, gather_all, shielded
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     ConfigError,
@@ -682,7 +682,7 @@ class Admin:
 
         async def attempt() -> dict[TopicPartition, ListOffsetsResult]:
             grouped = await self._by_leader(pending)
-            responses = await asyncio.gather(
+            responses = await gather_all(
                 *(
                     self._list_offsets_on(leader, tps, pending, isolation_level)
                     for leader, tps in grouped.items()
@@ -801,7 +801,7 @@ class Admin:
                 return errors
 
             all_errors: dict[str, KafkaError] = {}
-            for errors in await asyncio.gather(*(on(n, t) for n, t in grouped.items())):
+            for errors in await gather_all(*(on(n, t) for n, t in grouped.items())):
                 all_errors.update(errors)
             self._raise_first(all_errors)
             return results
@@ -982,7 +982,7 @@ class Admin:
 
             return await self._with_retries(f"list_consumer_groups on broker {node}", attempt)
 
-        listings = await asyncio.gather(*(on(n) for n in snapshot.brokers))
+        listings = await gather_all(*(on(n) for n in snapshot.brokers))
         return sorted((g for part in listings for g in part), key=lambda g: g.group_id)
 
     async def describe_consumer_groups(

@@ -37,7 +37,7 @@ import time
 from collections.abc import Collection, Iterable
 
 from aiostream_kafka.cluster.metadata import BrokerMetadata, ClusterSnapshot
-from aiostream_kafka.concurrency import shielded, stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope, shielded, stop_tasks
 from aiostream_kafka.config import Address, ClientConfig
 from aiostream_kafka.errors import (
     BootstrapError,
@@ -92,6 +92,8 @@ class Cluster:
         # topic -> monotonic time of its last use, for clusters whose topics expire (KIP-526)
         self._last_used: dict[str, float] | None = {} if expire_idle_topics else None
         self._refresh: _Refresh | None = None
+        # Owns the metadata refresh task (one at a time, shared by its callers).
+        self._scope = TaskScope("cluster metadata")
         self._closed = False
         # Diagnostics: KIP-951 hints that moved a leader without a metadata request.
         self.leader_hints_applied = 0
@@ -169,8 +171,10 @@ class Cluster:
         while True:
             current = self._refresh
             if current is None:
-                task = asyncio.create_task(
-                    self._fetch_metadata(wanted), name="aiostream-kafka metadata refresh"
+                task = self._scope.spawn(
+                    self._fetch_metadata(wanted),
+                    name="aiostream-kafka metadata refresh",
+                    crash=Crash.AWAITED,  # by every caller of refresh() meanwhile
                 )
                 current = self._refresh = _Refresh(wanted, task)
                 task.add_done_callback(self._refresh_done)
@@ -409,9 +413,8 @@ class Cluster:
         :meth:`ConnectionPool.close`). Cancelling it still closes everything, then
         re-raises."""
         self._closed = True
-        current, self._refresh = self._refresh, None
+        self._refresh = None
         try:
-            if current is not None:
-                await stop_tasks([current.task])
+            await self._scope.aclose()
         finally:
             await self.pool.close()

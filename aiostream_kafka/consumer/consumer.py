@@ -31,7 +31,7 @@ from typing import Any, Never
 from aiostream_kafka import habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster import Cluster
-from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, retrieve, shielded
+from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shared_task, shielded
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import ConfigError, KafkaError
 from aiostream_kafka.options import check_options
@@ -445,8 +445,7 @@ class Consumer:
         if self._close_task is None:
             limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
             self._closed = True
-            self._close_task = asyncio.ensure_future(self._close(limit))
-            self._close_task.add_done_callback(retrieve)
+            self._close_task = shared_task(self._close(limit), name="closing the consumer")
         # _close bounds itself (its graceful part by ``timeout``, the rest by the
         # connections' own flush limit).
         await shielded(self._close_task, timeout=None, what="closing the consumer")

@@ -1,7 +1,7 @@
 """``FetchEngine``: the consumer's moving parts, wired together and owned in one place.
 
-Tasks (all created by :meth:`FetchEngine.spawn`, cancelled and awaited by
-:meth:`FetchEngine.close`):
+Tasks (all spawned into the engine's :class:`~aiostream_kafka.concurrency.TaskScope` by
+:meth:`FetchEngine.spawn` under ``Crash.FAIL_OWNER``, stopped by :meth:`FetchEngine.stop`):
 
 * the poll scheduler (``scheduler.py``, one task) decides when each broker gets its next
   fetch round and with which partitions;
@@ -27,7 +27,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from aiostream_kafka.cluster import Cluster
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope, gather_settled
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import KafkaError, NothingToConsumeError, reraisable
 from aiostream_kafka.structs import TopicPartition
@@ -83,7 +83,7 @@ class FetchEngine:
         # liveness, see ConsumerGroup.stalled).
         self.waiting = 0
         self._idle_logged = False  # the INFO line of this quiet period was written
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._scope = TaskScope("consumer", on_fail=self.fail)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -96,22 +96,13 @@ class FetchEngine:
         self.spawn(self.resolver.run, "aiostream-kafka offset resolver")
 
     def spawn(self, body: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
-        """Run ``body()`` as a task owned by the engine; its failure becomes ``fatal``.
+        """Run ``body()`` as a task of the engine's scope; a crash becomes ``fatal``
+        (:meth:`fail`: every iterator raises it). Nothing starts once the engine stopped.
 
         The coroutine is created inside the task, so a task cancelled before it first runs
         leaves no never-awaited coroutine behind."""
-        task = asyncio.create_task(self._supervise(body, name), name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _supervise(self, body: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
-        try:
-            await body()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("%s failed; the consumer stops", name)
-            self.fail(exc)
+        if not self._scope.closed:
+            self._scope.spawn(body, name=name, crash=Crash.FAIL_OWNER)
 
     def fail(self, exc: BaseException) -> None:
         """Record a fatal error and wake every iterator so that it raises it."""
@@ -132,7 +123,7 @@ class FetchEngine:
             # Revoking everything ends every iterator, even one in the middle of a chunk.
             self.revoke(list(self.partitions))
             self._wake_iterators()
-        await stop_tasks(list(self._tasks))
+        await self._scope.aclose()
 
     async def close(self) -> None:
         """:meth:`stop`, then close the fetch sessions (best effort)."""
@@ -147,7 +138,7 @@ class FetchEngine:
         # now rather than at eviction.
         closers = [f.close_session(_SESSION_CLOSE_TIMEOUT_MS) for f in self.fetchers.values()]
         if closers:
-            await asyncio.gather(*closers, return_exceptions=True)
+            await gather_settled(*closers)
 
     def check_usable(self) -> None:
         """Raise the fatal error, or ConsumerStateError if never started."""

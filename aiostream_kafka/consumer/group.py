@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.errors import CommitFailedError, ConfigError, KafkaError
 from aiostream_kafka.group.assignors import assignor_for
 from aiostream_kafka.group.coordinator import GroupConfig, GroupCoordinator, GroupState
@@ -166,7 +166,9 @@ class ConsumerGroup:
         self.staged: dict[TopicPartition, int] = {}
         self._commit_lock = asyncio.Lock()
         self._commit_now = asyncio.Event()
-        self._committer: asyncio.Task[None] | None = None
+        # The committer task (auto-commit and staged commits); a crash (a bug) fails the
+        # consumer rather than silently ending auto-commit.
+        self._scope = TaskScope(f"group {config.group_id} committer", on_fail=engine.fail)
         self.subscribed = False
         # Poll liveness samples (see stalled()).
         self._last_demand = time.monotonic()
@@ -191,21 +193,21 @@ class ConsumerGroup:
         if not self.subscribed:
             self.subscribed = True
             self.coordinator.start()
-            self._committer = asyncio.create_task(
-                self._commit_loop(), name=f"group {self.coordinator.config.group_id} committer"
+            self._scope.spawn(
+                self._commit_loop,
+                name=f"group {self.coordinator.config.group_id} committer",
+                crash=Crash.FAIL_OWNER,
             )
 
     async def stop(self) -> None:
         """Stop the committer and the membership tasks without committing or leaving
         (what :meth:`close` does when its time ran out). Idempotent."""
-        committer, self._committer = self._committer, None
-        await stop_tasks([committer])
+        await self._scope.aclose()
         await self.coordinator.stop()
 
     async def close(self, leave: bool | None = None) -> None:
         """Commit what is pending, give up the partitions and leave the group."""
-        committer, self._committer = self._committer, None
-        await stop_tasks([committer])
+        await self._scope.aclose()
         if self.subscribed:
             await self.coordinator.close(leave=leave)  # revokes: pending commits are flushed
 

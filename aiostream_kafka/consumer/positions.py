@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from aiostream_kafka.cluster import Cluster
+from aiostream_kafka.concurrency import gather_all, gather_settled
 from aiostream_kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -183,7 +184,7 @@ async def lookup_offsets(
         groups, leaderless = _by_leader(cluster, pending)
         if leaderless:
             last = ec.LeaderNotAvailableError(f"no leader known for {leaderless[0]}")
-        results = await asyncio.gather(
+        results = await gather_settled(
             *(
                 _list_offsets_on(
                     cluster,
@@ -193,13 +194,10 @@ async def lookup_offsets(
                     request_timeout_ms,
                 )
                 for leader, tps in groups.items()
-            ),
-            return_exceptions=True,
+            )
         )
         for outcome in results:
-            if isinstance(outcome, asyncio.CancelledError):
-                raise outcome
-            if isinstance(outcome, BaseException):
+            if isinstance(outcome, Exception):
                 # One broker's failure (even one that does not decode, or shares no
                 # version of ListOffsets with us) is retried: the leader may move.
                 if not isinstance(outcome, KafkaError) or ends_consumer(outcome):
@@ -313,7 +311,7 @@ class OffsetResolver:
                 else:
                     validations.append(ps)
         if resets or validations:
-            await asyncio.gather(self._reset(resets), self._validate(validations))
+            await gather_all(self._reset(resets), self._validate(validations))
             engine.scheduler.wake()
             return 0.0  # look again: results may have made more work (or unblocked some)
         if not due:
@@ -468,7 +466,7 @@ class OffsetResolver:
                 engine.buffer.metrics.position_resets += 1
                 engine.reposition(ps, result.offset, result.leader_epoch)
 
-        await asyncio.gather(*(on(leader, tps) for leader, tps in groups.items()))
+        await gather_all(*(on(leader, tps) for leader, tps in groups.items()))
 
     async def _validate(self, partitions: list[PartitionState]) -> None:
         engine = self._engine
@@ -536,7 +534,7 @@ class OffsetResolver:
                         continue
                     self._validated(ps, position, p)
 
-        await asyncio.gather(*(on(leader, tps) for leader, tps in groups.items()))
+        await gather_all(*(on(leader, tps) for leader, tps in groups.items()))
 
     def _validated(
         self,

@@ -36,12 +36,12 @@ import logging
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from aiostream_kafka.cluster.cluster import Cluster
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.errors import (
     ConfigError,
     FencedMemberError,
@@ -213,7 +213,8 @@ class GroupCoordinator:
         self._changed = asyncio.Condition()
         # Committing and reading the group's offsets, for this membership.
         self.offsets = GroupOffsets(cluster, config, self)
-        self._tasks: list[asyncio.Task[None]] = []
+        # The membership and heartbeat tasks, from start() to stop().
+        self._scope: TaskScope | None = None
         self._closing = False
 
     # -- subscription ----------------------------------------------------------------------
@@ -229,7 +230,7 @@ class GroupCoordinator:
         self._topics = frozenset(topics)
         self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
         self._subscribed = self._topics
-        if self._tasks:
+        if self.running:
             self.request_rejoin("the subscription changed")
 
     def request_rejoin(self, reason: str) -> None:
@@ -242,37 +243,30 @@ class GroupCoordinator:
     def start(self) -> None:
         """Start the membership and heartbeat tasks (joining happens in the background;
         :meth:`wait_stable` waits for it)."""
-        if self._tasks:
+        if self.running:
             raise RuntimeError("the group coordinator is already started")
         if not self._topics and self._pattern is None:
             raise ConfigError("subscribe() before starting the group membership")
         group = self.config.group_id
-        self._tasks = [
-            asyncio.create_task(
-                self._supervised(self._membership_loop, "membership"),
-                name=f"group {group} membership",
-            ),
-            asyncio.create_task(
-                self._supervised(self._heartbeat_loop, "heartbeat"),
-                name=f"group {group} heartbeat",
-            ),
-        ]
+        # Neither task can be missing: a bug that ends one fails the member rather than
+        # leaving it in the group without heartbeats or without a membership loop (a zombie).
+        scope = self._scope = TaskScope(f"group {group} member", on_fail=self._crashed)
+        scope.spawn(self._membership_loop, name=f"group {group} membership", crash=Crash.FAIL_OWNER)
+        scope.spawn(self._heartbeat_loop, name=f"group {group} heartbeat", crash=Crash.FAIL_OWNER)
 
-    async def _supervised(self, body: Callable[[], Awaitable[None]], what: str) -> None:
-        """Run a task's body; a bug that ends it fails the member rather than leaving it
-        in the group without heartbeats or without a membership loop (a zombie)."""
-        try:
-            await body()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("group %s: the %s task failed", self.config.group_id, what)
-            error = exc if isinstance(exc, KafkaError) else KafkaError(
-                f"group {self.config.group_id!r}: the {what} task failed: {exc!r}")  # fmt: skip
-            if error is not exc:
-                error.__cause__ = exc
-            self._closing = True
-            await self._fail(error, GroupState.FAILED)
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` to :meth:`stop`."""
+        return self._scope is not None and not self._scope.closed
+
+    async def _crashed(self, exc: Exception) -> None:
+        """A task of the member crashed (a bug): the member fails with a KafkaError."""
+        error = exc if isinstance(exc, KafkaError) else KafkaError(
+            f"group {self.config.group_id!r}: a background task failed: {exc!r}")  # fmt: skip
+        if error is not exc:
+            error.__cause__ = exc
+        self._closing = True
+        await self._fail(error, GroupState.FAILED)
 
     async def wait_stable(self, timeout_s: float | None = None) -> None:
         """Wait until the member has joined and has its assignment.
@@ -300,8 +294,8 @@ class GroupCoordinator:
     async def stop(self) -> None:
         """Stop the membership and heartbeat tasks, nothing else (idempotent)."""
         self._closing = True
-        tasks, self._tasks = self._tasks, []
-        await stop_tasks(tasks)
+        if self._scope is not None:
+            await self._scope.aclose()
 
     async def close(self, *, leave: bool | None = None) -> None:
         """Stop both tasks, give up the partitions (``partitions_revoked``) and leave the

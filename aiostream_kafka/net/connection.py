@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -122,6 +122,8 @@ class BrokerConnection:
         self.api_versions: ApiVersionTable | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        # The reader and re-authentication tasks; a crash (a bug) fails the connection.
+        self._scope = TaskScope(f"connection {self.description}", on_fail=self._crashed)
         self._reader_task: asyncio.Task[None] | None = None
         self._pending: dict[int, _Pending] = {}
         self._correlation_ids = itertools.count(1)
@@ -224,8 +226,10 @@ class BrokerConnection:
             raise NetworkError(
                 f"cannot connect to {self.description}: {exc or type(exc).__name__}{hint}"
             ) from exc
-        self._reader_task = asyncio.create_task(
-            self._read_loop(), name=f"aiostream-kafka reader {self.host}:{self.port}"
+        self._reader_task = self._scope.spawn(
+            self._read_loop(),
+            name=f"aiostream-kafka reader {self.host}:{self.port}",
+            crash=Crash.FAIL_OWNER,
         )
 
     async def _negotiate(self) -> None:
@@ -305,8 +309,10 @@ class BrokerConnection:
     def _start_reauthentication(self) -> None:
         self._reauth_at = None
         self._gate = asyncio.Event()
-        self._reauth_task = asyncio.create_task(
-            self._reauthenticate(), name=f"aiostream-kafka re-authentication {self}"
+        self._reauth_task = self._scope.spawn(
+            self._reauthenticate(),
+            name=f"aiostream-kafka re-authentication {self}",
+            crash=Crash.FAIL_OWNER,
         )
 
     async def _reauthenticate(self) -> None:
@@ -319,10 +325,7 @@ class BrokerConnection:
         except KafkaError as exc:
             log.warning("%s: re-authentication failed: %s", self, exc)
             self._fail(exc if isinstance(exc, NetworkError) else _as_network_error(exc, self))
-        except Exception as exc:  # a bug: do not leave the requests held at the gate
-            log.exception("%s: re-authentication failed", self)
-            self._fail(_as_network_error(KafkaError(repr(exc)), self))
-        finally:
+        finally:  # a bug (the scope's _crashed) leaves no request held at the gate either
             self._gate = None
             if gate is not None:
                 gate.set()
@@ -443,9 +446,11 @@ class BrokerConnection:
             self._fail(exc if isinstance(exc, NetworkError) else _as_network_error(exc, self))
         except OSError as exc:
             self._fail(NetworkError(f"connection to {self.description} lost: {exc}"))
-        except Exception as exc:  # a bug: fail the requests rather than leave them hanging
-            log.exception("%s: the reader task failed", self)
-            self._fail(_as_network_error(KafkaError(repr(exc)), self))
+
+    def _crashed(self, exc: Exception) -> None:
+        """The reader or the re-authentication task crashed (a bug): fail the requests
+        rather than leave them hanging."""
+        self._fail(_as_network_error(KafkaError(repr(exc)), self))
 
     def _dispatch(self, frame: bytes) -> None:
         correlation_id = peek_correlation_id(frame)
@@ -509,9 +514,8 @@ class BrokerConnection:
         finally:
             if writer is not None and not flushed:
                 writer.transport.abort()
-            task, self._reader_task = self._reader_task, None
-            reauth, self._reauth_task = self._reauth_task, None
-            await stop_tasks([task, reauth])
+            self._reader_task = self._reauth_task = None
+            await self._scope.aclose()
 
 
 def _give_up(future: asyncio.Future[bytes] | None) -> None:

@@ -23,7 +23,7 @@ import logging
 import random
 import time
 
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import gather_settled
 from aiostream_kafka.errors import ClientClosedError, KafkaError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection, ConnectionSettings
 
@@ -180,9 +180,7 @@ class ConnectionPool:
         self._dead = []
         if not conns:
             return
-        closers = [asyncio.ensure_future(c.close()) for c in conns]
-        # stop_tasks would cancel them: wait for them instead, then stop what is left.
-        try:
-            await asyncio.wait(closers)
-        finally:
-            await stop_tasks(closers)
+        outcomes = await gather_settled(*(c.close() for c in conns))
+        for conn, outcome in zip(conns, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                log.error("closing %s failed", conn, exc_info=outcome)

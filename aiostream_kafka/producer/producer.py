@@ -22,7 +22,7 @@ from aiostream_kafka import habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
-from aiostream_kafka.concurrency import retrieve, shielded, stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope, shared_task, shielded
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     ClientClosedError,
@@ -525,7 +525,8 @@ class Producer:
             )
         self._accumulator: Accumulator | None = None
         self._sender: Sender | None = None
-        self._sender_task: asyncio.Task[None] | None = None
+        # The sender task; a crash (a bug) fails the producer (_sender_failed).
+        self._scope = TaskScope("producer", on_fail=self._sender_failed)
         self._state = "new"  # new -> running (-> failed) -> closing -> closed
         # Whether records may be appended now (running, and inside a transaction when
         # transactional): the hot path of enqueue() checks only this.
@@ -564,10 +565,10 @@ class Producer:
             self._cluster, self._accumulator, self.config, self._idempotence, self._txn
         )
         self._sender.on_topics_expired = self._forget_topics
-        self._sender_task = asyncio.create_task(
-            self._sender.run(), name="aiostream-kafka producer sender"
+        self._sender.on_crash = self._sender_failed
+        self._scope.spawn(
+            self._sender.run, name="aiostream-kafka producer sender", crash=Crash.FAIL_OWNER
         )
-        self._sender_task.add_done_callback(self._sender_done)
         self._state = "running"
         self._update_open()
         if self._txn is not None:
@@ -596,19 +597,17 @@ class Producer:
             self._sticky.pop(topic, None)
             self._partitioner.forget(topic)
 
-    def _sender_done(self, task: asyncio.Task[None]) -> None:
-        if task.cancelled() or self._state != "running":
+    def _sender_failed(self, error: Exception) -> None:
+        """The sender or one of its tasks crashed (a bug): make it visible to every caller
+        rather than hanging them."""
+        if self._state != "running":
             return
-        error = task.exception()
-        if error is not None:
-            # A bug: make it visible to every caller rather than hanging them.
-            log.error("the producer's sender task died", exc_info=error)
-            self._failure = error
-            self._state = "failed"  # takes no more records; close() still cleans up
-            self._update_open()
-            failure = KafkaError(f"the producer's sender task died: {error!r}")
-            if self._accumulator is not None and self._sender is not None:
-                self._sender.fail_batches(self._accumulator.incomplete, failure)
+        self._failure = error
+        self._state = "failed"  # takes no more records; close() still cleans up
+        self._update_open()
+        failure = KafkaError(f"the producer's sender task died: {error!r}")
+        if self._accumulator is not None and self._sender is not None:
+            self._sender.fail_batches(self._accumulator.incomplete, failure)
 
     async def stop(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- as close()
         """:meth:`close` under aiokafka's name: the same call, same ``timeout``; returns
@@ -644,8 +643,7 @@ class Producer:
         :class:`asyncio.CancelledError` is re-raised.
         """
         if self._close_task is None:
-            self._close_task = asyncio.ensure_future(self._close(timeout))
-            self._close_task.add_done_callback(retrieve)
+            self._close_task = shared_task(self._close(timeout), name="closing the producer")
         await shielded(self._close_task, timeout=None, what="closing the producer")
 
     async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
@@ -696,7 +694,7 @@ class Producer:
                     await self._txn.stop()
                 if sender is not None:
                     await sender.stop()
-                await stop_tasks([self._sender_task])
+                await self._scope.aclose()
             finally:
                 if self._idle_check is not None:
                     self._idle_check.cancel()

@@ -40,12 +40,12 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
-from aiostream_kafka.concurrency import run_in_worker, stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope, run_in_worker
 from aiostream_kafka.errors import KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import Lane
@@ -138,7 +138,11 @@ class Sender:
         self._in_flight: dict[int, int] = {}
         self._throttled_until: dict[int, float] = {}
         self._conns: dict[int, BrokerConnection] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # Every task the sender starts (a request, a compression job, a metadata refresh, a
+        # connection attempt, InitProducerId): a crash (a bug) fails the producer
+        # (on_crash) instead of leaving its batches waiting for an answer that never comes.
+        self.scope = TaskScope("producer sender", on_fail=self._crashed)
+        self.on_crash: Callable[[Exception], None] | None = None
         self._connecting: dict[int, asyncio.Task[None]] = {}
         self._metadata_task: asyncio.Task[None] | None = None
         self._pid_task: asyncio.Task[None] | None = None
@@ -190,22 +194,14 @@ class Sender:
         producer fails their batches)."""
         self._stopping = True
         self.acc.wakeup.set()
-        tasks = [*self._tasks, *self._connecting.values()]
-        for extra in (self._metadata_task, self._pid_task):
-            if extra is not None:
-                tasks.append(extra)
-        await stop_tasks(tasks)
+        await self.scope.aclose()
 
-    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        return self.scope.spawn(coro, name=name, crash=Crash.FAIL_OWNER)
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("producer sender task failed", exc_info=task.exception())
+    def _crashed(self, exc: Exception) -> None:
+        if self.on_crash is not None:
+            self.on_crash(exc)
 
     def _run_once(self, now: float) -> float | None:
         acc = self.acc
@@ -238,7 +234,7 @@ class Sender:
                 self._resequence()
             else:
                 if self._pid_task is None and (idem.bump_reason is not None or acc.incomplete):
-                    self._pid_task = asyncio.create_task(self._init_producer_id())
+                    self._pid_task = self._spawn(self._init_producer_id(), "InitProducerId")
                 return None  # woken when the id arrives
         snapshot = self.cluster.snapshot
         if now - snapshot.fetched_at > self.metadata_max_age_s:
@@ -343,7 +339,7 @@ class Sender:
         batch.closed = True
         batch.flush_pending()
         self._codec_jobs += 1
-        job = batch.codec_job = self._spawn(self._compress(batch))
+        job = batch.codec_job = self._spawn(self._compress(batch), "compress a batch")
         job.add_done_callback(self._compression_done)  # also when cancelled before it ran
 
     def _compression_done(self, _: asyncio.Task[None]) -> None:
@@ -451,7 +447,7 @@ class Sender:
         self._sent = True
         # The task's first step runs up to the socket write without suspending (the
         # connection is open and has free slots), so requests are written in launch order.
-        self._spawn(self._produce(node, conn, request, taken))
+        self._spawn(self._produce(node, conn, request, taken), f"produce to broker {node}")
 
     async def _produce(
         self,
@@ -731,7 +727,7 @@ class Sender:
 
     def _request_metadata(self) -> None:
         if self._metadata_task is None and not self._stopping:
-            self._metadata_task = asyncio.create_task(self._refresh_metadata())
+            self._metadata_task = self._spawn(self._refresh_metadata(), "metadata refresh")
 
     async def _refresh_metadata(self) -> None:
         try:
@@ -748,7 +744,7 @@ class Sender:
 
     def _connect(self, node: int) -> None:
         if node not in self._connecting and not self._stopping:
-            self._connecting[node] = asyncio.create_task(self._open(node))
+            self._connecting[node] = self._spawn(self._open(node), f"connect to broker {node}")
 
     async def _open(self, node: int) -> None:
         try:

@@ -62,7 +62,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.errors import (
     CommitFailedError,
     KafkaError,
@@ -222,6 +222,10 @@ class TransactionManager:
         self._to_add: set[TopicPartition] = set()
         self._adding: frozenset[TopicPartition] = frozenset()
         self._enrol_task: asyncio.Task[None] | None = None
+        # Owns the registration task; its crash (a bug) makes the transaction abortable.
+        self._scope = TaskScope(
+            f"transactional id {self.transactional_id!r}", on_fail=self._enrol_crashed
+        )
         self._lock = asyncio.Lock()  # one coordinator operation at a time
 
     # -- state ------------------------------------------------------------------------------
@@ -374,14 +378,25 @@ class TransactionManager:
     def maybe_enrol(self, wakeup: asyncio.Event) -> None:
         """Start one AddPartitionsToTxn for the partitions waiting, unless one is in flight
         (those found meanwhile go in the next one)."""
-        if self._to_add and self._enrol_task is None and self.state in _SENDING:
+        if (
+            self._to_add
+            and self._enrol_task is None
+            and self.state in _SENDING
+            and not self._scope.closed
+        ):
             self._adding = frozenset(self._to_add)
             self._to_add.clear()
-            task = self._enrol_task = asyncio.create_task(
+            self._enrol_task = self._scope.spawn(
                 self._enrol(self._adding, wakeup),
                 name=f"aiostream-kafka AddPartitionsToTxn {self.transactional_id}",
+                crash=Crash.FAIL_OWNER,
             )
-            task.add_done_callback(_retrieve)
+
+    def _enrol_crashed(self, exc: Exception) -> None:
+        if self.state is not TransactionState.FATAL_ERROR:
+            error = KafkaError(f"registering the transaction's partitions failed: {exc!r}")
+            error.__cause__ = exc
+            self._abortable(error, "its partitions could not be registered")
 
     async def _enrol(self, tps: frozenset[TopicPartition], wakeup: asyncio.Event) -> None:
         deadline = time.monotonic() + self._max_block_s
@@ -442,7 +457,7 @@ class TransactionManager:
 
     async def stop(self) -> None:
         """Stop the registration task, if any (used by close)."""
-        await stop_tasks([self._enrol_task])
+        await self._scope.aclose()
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -879,8 +894,3 @@ def _supports_v2(conn: BrokerConnection) -> bool:
         if broker is None or broker[1] < low:
             return False
     return True
-
-
-def _retrieve(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("AddPartitionsToTxn task failed", exc_info=task.exception())

@@ -45,7 +45,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from aiostream_kafka.admin import Admin, OffsetSpec
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
-from aiostream_kafka.concurrency import stop_tasks
+from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.pool import Lane
@@ -135,11 +135,15 @@ class RangeFetcher:
         await self.cluster.refresh([tp.topic])
         last_progress = time.monotonic()
         pending: asyncio.Task[FetchResponse] | None = None
+        # The request in flight while the previous answer is decoded.
+        scope = TaskScope(f"fetching {tp}")
         try:
             while self.position < self.end:
                 try:
                     if pending is None:
-                        pending = asyncio.ensure_future(self._send(self.position))
+                        pending = scope.spawn(
+                            self._send(self.position), name="fetch", crash=Crash.AWAITED
+                        )
                     response = await pending
                     pending = None
                     low = self.position
@@ -176,14 +180,16 @@ class RangeFetcher:
                 last_progress = time.monotonic()
                 self._stalls = 0
                 if self.position < self.end:  # the broker prepares the next while we decode
-                    pending = asyncio.ensure_future(self._send(self.position))
+                    pending = scope.spawn(
+                        self._send(self.position), name="fetch", crash=Crash.AWAITED
+                    )
                 if kept:
                     batch = self._to_arrow(kept, low)
                     if batch is not None:
                         yield batch
         finally:
             # The prefetched answer is not needed any more.
-            await stop_tasks([pending])
+            await scope.aclose()
 
     def _timeout(self) -> KafkaTimeoutError:
         tp = self.tp

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from aiostream_kafka.concurrency import gather_all
 from aiostream_kafka.errors import BrokerUnavailableError
 from aiostream_kafka.testing import probe
 from aiostream_kafka.testing.jars import (
@@ -659,7 +660,7 @@ class LocalKafkaCluster:
                     f"(exit {proc.returncode}):\n{out.decode('utf-8', 'replace')[-4000:]}"
                 )
 
-        await asyncio.gather(*(format_node(n) for n in self.nodes.values()))
+        await gather_all(*(format_node(n) for n in self.nodes.values()))
 
     def _spawn(self, node: _Node) -> None:
         cmd = self._java_command("kafka.Kafka", str(node.properties_file), heap=self.heap)
@@ -707,7 +708,7 @@ class LocalKafkaCluster:
 
     async def _wait_cluster_ready(self, deadline: float) -> None:
         live = [n for n in self.nodes.values() if n.running() or n.process is not None]
-        await asyncio.gather(*(self._wait_node_serving(n, deadline) for n in live))
+        await gather_all(*(self._wait_node_serving(n, deadline) for n in live))
         await self._wait_registered(
             {n.node_id for n in self.nodes.values() if n.running()}, deadline
         )

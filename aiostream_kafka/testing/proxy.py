@@ -34,6 +34,8 @@ import logging
 import socket
 from types import TracebackType
 
+from aiostream_kafka.concurrency import Crash, TaskScope
+
 log = logging.getLogger(__name__)
 
 __all__ = ["FaultProxy"]
@@ -97,7 +99,8 @@ class FaultProxy:
         self.bytes_down = 0
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
-        self._handlers: set[asyncio.Task[None]] = set()
+        # The tasks serving the connections (one per link).
+        self._scope = TaskScope("fault proxy")
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._reading = asyncio.Event()  # cleared by stall(): client bytes are not read
@@ -171,11 +174,7 @@ class FaultProxy:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, nbytes)
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # Served by a task of our own (not asyncio's handler task), which close() may
-        # cancel without asyncio logging the cancellation as an error.
-        task = asyncio.create_task(self._serve(reader, writer))
-        self._handlers.add(task)
-        task.add_done_callback(self._handlers.discard)
+        self._scope.spawn(self._serve(reader, writer), name="proxy link", crash=Crash.LOG)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -196,18 +195,21 @@ class FaultProxy:
         self._links.add(link)
         if self.stalled:
             link.pause_client()
+        pumps = TaskScope("proxy link")
         link.tasks = [
-            asyncio.create_task(self._pump(reader, up_writer, up=True, link=link)),
-            asyncio.create_task(self._pump(up_reader, writer, up=False, link=link)),
+            pumps.spawn(
+                self._pump(reader, up_writer, up=True, link=link), name="up", crash=Crash.LOG
+            ),
+            pumps.spawn(
+                self._pump(up_reader, writer, up=False, link=link), name="down", crash=Crash.LOG
+            ),
         ]
         try:
             # When one direction ends, the other is pointless: tear the link down.
             await asyncio.wait(link.tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             link.abort()
-            for task in link.tasks:
-                task.cancel()
-            await asyncio.gather(*link.tasks, return_exceptions=True)
+            await pumps.aclose()
             self._links.discard(link)
 
     async def _pump(
@@ -287,11 +289,10 @@ class FaultProxy:
         self._reading.set()
         for link in list(self._links):
             link.abort()
-        handlers = list(self._handlers)
-        for task in handlers:
-            task.cancel()
-        if handlers:
-            await asyncio.gather(*handlers, return_exceptions=True)
+        # Served by tasks of our own (not asyncio's handler tasks), which may be cancelled
+        # here without asyncio logging the cancellation as an error.
+        await self._scope.aclose()
+        self._scope = TaskScope("fault proxy")  # start() may serve again
         if server is not None:
             with contextlib.suppress(OSError):
                 await server.wait_closed()
