@@ -61,20 +61,20 @@ async def test_restart_runs_again_after_a_backoff(
 ) -> None:
     monkeypatch.setattr(concurrency, "RESTART_MIN_S", 0.01)
     runs: list[int] = []
+    third = asyncio.Event()
 
     async def flaky() -> None:
         runs.append(len(runs))
         if len(runs) < 3:
             raise RuntimeError(f"run {len(runs)}")
+        third.set()
         await _forever()
 
     failures: list[Exception] = []
     scope = TaskScope("owner", on_fail=failures.append)
     with caplog.at_level(logging.ERROR, logger="aiostream_kafka.concurrency"):
         scope.spawn(flaky, name="committer", crash=Crash.RESTART)
-        async with asyncio.timeout(2):
-            while len(runs) < 3:
-                await asyncio.sleep(0.005)
+        await asyncio.wait_for(third.wait(), 2)
     assert runs == [0, 1, 2]
     assert failures == []  # restarted, the owner was not failed
     assert caplog.text.count("committer failed; restarting it in") == 2
