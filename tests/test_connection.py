@@ -4,8 +4,10 @@ servers on loopback for the failures a healthy broker never produces."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import struct
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -235,6 +237,31 @@ async def test_a_request_timeout_fails_it_and_closes_the_connection(fake_server)
         assert conn.closed
         with pytest.raises(NetworkError, match="closed"):
             await conn.request(MetadataRequest(topics=[]))
+    finally:
+        await conn.close()
+
+
+async def test_waiting_for_an_in_flight_slot_is_bounded_by_the_request_timeout(fake_server) -> None:  # type: ignore[no-untyped-def]
+    """The wait for a free slot used to have no bound (it ran before the request's
+    deadline started): a request queued behind a slow one waited as long as that one."""
+
+    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _answer_api_versions(reader, writer)
+        await reader.read()
+
+    host, port = await fake_server(never_answers)
+    conn = await BrokerConnection.open(host, port, ConnectionSettings(max_in_flight=1))
+    try:
+        slow = asyncio.create_task(conn.request(MetadataRequest(topics=[]), timeout_ms=10_000))
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="waited 300 ms for a free in-flight slot"):
+            await conn.request(MetadataRequest(topics=[]), timeout_ms=300)
+        assert time.monotonic() - started < 2
+        assert not conn.closed and not slow.done()  # the wait said nothing of the connection
+        slow.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await slow
     finally:
         await conn.close()
 

@@ -363,15 +363,6 @@ class BrokerConnection:
         """
         if self._closed is not None:
             raise NetworkError(f"connection to {self.description} is closed: {self._closed}")
-        if not _authenticating:
-            if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
-                self._start_reauthentication()
-            while self._gate is not None:  # held while the connection re-authenticates
-                await self._gate.wait()
-                if self._closed is not None:
-                    raise NetworkError(
-                        f"connection to {self.description} is closed: {self._closed}"
-                    )
         if version is None:
             version = self.version_for(type(request))
         api_key = request.API_KEY
@@ -382,7 +373,17 @@ class BrokerConnection:
                 f"{API_NAMES.get(api_key, api_key)} request of {len(frame) - 4} bytes exceeds "
                 f"max_frame_bytes={self.settings.max_frame_bytes}"
             )
-        await self._slots.acquire()
+        timeout_s = (
+            timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms
+        ) / 1000
+        if _authenticating or (
+            self._gate is None
+            and (self._reauth_at is None or time.monotonic() < self._reauth_at)
+            and not self._slots.locked()
+        ):
+            await self._slots.acquire()  # free: no wait
+        else:
+            await self._wait_to_send(api_key, timeout_s)
         if self._closed is not None:  # closed while we waited for a slot
             self._slots.release()
             raise NetworkError(f"connection to {self.description} is closed: {self._closed}")
@@ -395,9 +396,6 @@ class BrokerConnection:
         self.last_used = time.monotonic()
         writer = self._writer
         assert writer is not None
-        timeout_s = (
-            timeout_ms if timeout_ms is not None else self.settings.request_timeout_ms
-        ) / 1000
         # One deadline for writing and for the answer: a broker that stopped reading
         # blocks drain() just as one that stopped answering blocks the future.
         writing = True
@@ -427,6 +425,35 @@ class BrokerConnection:
         finally:
             _give_up(future)
         return decode_response(api_key, version, payload)[1]
+
+    async def _wait_to_send(self, api_key: int, timeout_s: float) -> None:
+        """Wait at the re-authentication gate (starting re-authentication when it is due),
+        then for an in-flight slot, both bounded by the request's timeout (the answer then
+        gets a timeout of its own). Such a wait says nothing about the connection, which
+        stays open.
+
+        Raises:
+            KafkaTimeoutError: still waiting after ``timeout_s``.
+            NetworkError: the connection closed meanwhile.
+        """
+        waiting_for = "re-authentication"
+        try:
+            async with asyncio.timeout(timeout_s):
+                if self._reauth_at is not None and time.monotonic() >= self._reauth_at:
+                    self._start_reauthentication()
+                while self._gate is not None:  # held while the connection re-authenticates
+                    await self._gate.wait()
+                    if self._closed is not None:
+                        raise NetworkError(
+                            f"connection to {self.description} is closed: {self._closed}"
+                        )
+                waiting_for = f"a free in-flight slot (max_in_flight={self.settings.max_in_flight})"
+                await self._slots.acquire()
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"{API_NAMES.get(api_key, api_key)} request to {self.description} waited "
+                f"{timeout_s * 1000:.0f} ms for {waiting_for} without being sent"
+            ) from None
 
     async def _read_loop(self) -> None:
         reader = self._reader
