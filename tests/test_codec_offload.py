@@ -63,9 +63,11 @@ class CodecCalls:
             slow(codec, len(data))
             return real_decompress(codec, data, **kw)
 
-        # every module that calls the codecs (the v2 batch and the legacy message set)
-        for module in (compression, record_batch, message_set):
+        # every module that calls the codecs: v2 batches compress and decompress, legacy
+        # message sets only decompress
+        for module in (compression, record_batch):
             monkeypatch.setattr(module, "compress", compress)
+        for module in (compression, record_batch, message_set):
             monkeypatch.setattr(module, "decompress", decompress)
 
     def of(self, kind: str, codec: CompressionType) -> list[Call]:
