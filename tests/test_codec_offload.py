@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from aiostream_kafka import Consumer, Producer, ProducerClosedError, TopicPartition
-from aiostream_kafka.protocol import compression, records
+from aiostream_kafka.protocol import compression
 from aiostream_kafka.protocol.compression import OFFLOAD_MIN_BYTES, CompressionType
+from aiostream_kafka.protocol.records import message_set, record_batch
 from aiostream_kafka.testing import KafkaCluster
 
 MIB = 1024 * 1024
@@ -62,8 +63,11 @@ class CodecCalls:
             slow(codec, len(data))
             return real_decompress(codec, data, **kw)
 
-        for module in (compression, records):
+        # every module that calls the codecs: v2 batches compress and decompress, legacy
+        # message sets only decompress
+        for module in (compression, record_batch):
             monkeypatch.setattr(module, "compress", compress)
+        for module in (compression, record_batch, message_set):
             monkeypatch.setattr(module, "decompress", decompress)
 
     def of(self, kind: str, codec: CompressionType) -> list[Call]:

@@ -17,7 +17,7 @@ from helpers import processes_mentioning
 from aiostream_kafka.errors import BrokerUnavailableError, ProtocolError
 from aiostream_kafka.testing import KafkaCluster, probe
 from aiostream_kafka.testing import jars as jars_module
-from aiostream_kafka.testing import local as local_module
+from aiostream_kafka.testing.local import cluster as local_cluster
 
 needs_managed = pytest.mark.skipif(
     bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),
@@ -166,7 +166,7 @@ def _record_cluster_dirs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         created.append(path)
         return path
 
-    monkeypatch.setattr(local_module.tempfile, "mkdtemp", recording)
+    monkeypatch.setattr(local_cluster.tempfile, "mkdtemp", recording)
     return created
 
 
@@ -238,7 +238,7 @@ async def test_a_taken_port_is_replaced_by_another(monkeypatch: pytest.MonkeyPat
     busy.bind(("127.0.0.1", 0))
     busy.listen()
     busy_port = busy.getsockname()[1]
-    real = local_module.free_ports
+    real = local_cluster.free_ports
     calls = []
 
     def first_one_taken(count: int) -> list[int]:
@@ -248,7 +248,8 @@ async def test_a_taken_port_is_replaced_by_another(monkeypatch: pytest.MonkeyPat
             ports[0] = busy_port
         return ports
 
-    monkeypatch.setattr(local_module, "free_ports", first_one_taken)
+    # the cluster module is the one that calls free_ports
+    monkeypatch.setattr(local_cluster, "free_ports", first_one_taken)
     try:
         async with KafkaCluster(brokers=1, source="local") as cluster:
             _, port = _first_address(cluster.bootstrap_servers)
