@@ -191,7 +191,7 @@ class _RunningConsumer:
             error = "handler cancelled" if task.cancelled() else "handler returned"
         elif health is not None and not health.healthy:
             error = f"consumer {health.state}" + (
-                f": {health.error!r}" if health.error is not None else f": {health.problem}"
+                f": {health.error!r}" if health.error is not None else f": {health.reason}"
             )
         heartbeat = health.last_heartbeat_at if health is not None else None
         return ConsumerStatus(

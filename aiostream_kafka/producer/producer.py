@@ -22,7 +22,7 @@ from aiostream_kafka import habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
-from aiostream_kafka.concurrency import retrieve, shielded, stop_tasks
+from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, retrieve, shielded, stop_tasks
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     ClientClosedError,
@@ -634,21 +634,23 @@ class Producer:
     async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
         """Stop taking records, deliver what is buffered, then release everything.
 
-        With ``timeout`` (seconds), records not acknowledged by then fail with
-        :class:`ProducerClosedError`; without one, delivery is bounded by
-        ``delivery_timeout_ms`` per record. Then the tasks stop and every connection is
-        closed (flushed for at most a second, then aborted), so close is bounded even when
-        a broker stopped reading. Idempotent; concurrent calls share one close. Cancelling
-        the caller does not cut the close short: the records left fail with
-        :class:`ProducerClosedError`, every task and connection is released, then the
-        :class:`asyncio.CancelledError` is re-raised.
+        ``timeout`` (seconds; ``None``: the default, 30 s, as the Consumer's and the
+        Admin's close) bounds delivering what is buffered (and aborting an open
+        transaction); records not acknowledged by then fail with
+        :class:`ProducerClosedError`. Then the tasks stop and every connection is closed
+        (flushed for at most a second, then aborted), so close is bounded even when a
+        broker stopped reading. Idempotent; concurrent calls share one close (the first
+        one's ``timeout`` counts). Cancelling the caller does not cut the close short: the
+        records left fail with :class:`ProducerClosedError`, every task and connection is
+        released, then the :class:`asyncio.CancelledError` is re-raised.
         """
         if self._close_task is None:
-            self._close_task = asyncio.ensure_future(self._close(timeout))
+            limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
+            self._close_task = asyncio.ensure_future(self._close(limit))
             self._close_task.add_done_callback(retrieve)
         await shielded(self._close_task, timeout=None, what="closing the producer")
 
-    async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
+    async def _close(self, timeout: float) -> None:  # noqa: ASYNC109
         started = self._state == "running"
         self._state = "closing"
         self._update_open()
