@@ -212,7 +212,7 @@ class _RunningConsumer:
         try:
             if task is not None and not task.done():
                 try:
-                    await self.consumer.drain(timeout_s=drain_timeout_s)
+                    await self.consumer.drain(timeout=drain_timeout_s)
                 except Exception as exc:
                     log.warning("consumer %r: drain failed: %r", name, exc)
                 # The drain closed the consumer, so the handler's iterators have ended.
