@@ -64,8 +64,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# What close() gives its graceful part (final commit, LeaveGroup, delivering what is
-# buffered) by default, as Kafka's Java consumer does.
+# What close(timeout=None) of the Producer, the Consumer and the Admin gives its graceful
+# part (final commit, LeaveGroup, delivering what is buffered) by default: one finite bound
+# for the three, Kafka's Java consumer's (the Java producer waits without one).
 DEFAULT_CLOSE_TIMEOUT_S = 30.0
 
 # How long a task gets to finish after being cancelled before it is given up on (and

@@ -4,7 +4,8 @@
 (:func:`install`, run at import time only, so that type checkers still flag these names): reading
 it raises an ``AttributeError`` that names the equivalent, so ``consumer.getmany()`` says to use
 ``batches()`` instead of a bare "has no attribute". docs/migration-aiokafka.md lists the same
-table.
+table. The names are left out of ``dir(instance)`` (so tab completion does not offer calls
+that raise), and ``hasattr`` says False.
 
 Not a ``__getattr__``: a class that defines one has every attribute read go through it, and
 CPython then no longer specializes ``self.x`` for the class's instances; on the producer's
@@ -40,8 +41,8 @@ HABITS: dict[str, dict[str, str]] = {
         "partitions_for_topic": "`await admin.describe_topics([topic])` (Admin), or"
         " `producer.partitions_for(topic)`",
         "topics": "`await admin.list_topics()` (Admin)",
-        "subscription": "`consumer.assignment()` for the partitions owned now; the"
-        " subscription is what was given to `subscribe()`",
+        # Not implemented for real: leaving the group and joining it again later would
+        # need a membership that can stop and start again; close() leaves it.
         "unsubscribe": "`await consumer.close()` leaves the group; `consumer.subscribe(...)`"
         " again changes the subscription, `consumer.unassign()` drops a manual assignment",
     },
@@ -81,12 +82,22 @@ class Habit:
 
 
 def install(cls: type) -> None:
-    """Give ``cls`` a :class:`Habit` for each of its names in :data:`HABITS`.
+    """Give ``cls`` a :class:`Habit` for each of its names in :data:`HABITS`, and a
+    ``__dir__`` that leaves them out (``dir(instance)``, hence tab completion).
 
     Raises:
-        RuntimeError: ``cls`` has a real member of that name (drop it from ``HABITS``).
+        RuntimeError: ``cls`` has a real member of that name (drop it from ``HABITS``), or
+            a ``__dir__`` of its own.
     """
-    for name in HABITS[cls.__name__]:
+    hidden = frozenset(HABITS[cls.__name__])
+    for name in hidden:
         if name in vars(cls):
             raise RuntimeError(f"{cls.__name__}.{name} exists: drop it from HABITS")
         setattr(cls, name, Habit(name))
+    if "__dir__" in vars(cls):
+        raise RuntimeError(f"{cls.__name__} defines __dir__: filter the habits in it")
+
+    def __dir__(self: object) -> list[str]:
+        return [name for name in object.__dir__(self) if name not in hidden]
+
+    setattr(cls, "__dir__", __dir__)  # noqa: B010 -- a method of a class not known here

@@ -185,7 +185,7 @@ class _RunningConsumer:
             error = "handler cancelled" if task.cancelled() else "handler returned"
         elif health is not None and not health.healthy:
             error = f"consumer {health.state}" + (
-                f": {health.error!r}" if health.error is not None else f": {health.problem}"
+                f": {health.error!r}" if health.error is not None else f": {health.reason}"
             )
         heartbeat = health.last_heartbeat_at if health is not None else None
         return ConsumerStatus(
@@ -206,7 +206,7 @@ class _RunningConsumer:
         try:
             if task is not None and not task.done():
                 try:
-                    await self.consumer.drain(timeout_s=drain_timeout_s)
+                    await self.consumer.drain(timeout=drain_timeout_s)
                 except Exception as exc:
                     log.warning("consumer %r: drain failed: %r", name, exc)
                 # The drain closed the consumer, so the handler's iterators have ended.

@@ -71,7 +71,7 @@ class Processor:
             await self.all_done.wait()
             # Graceful stop: hand out what is fetched, commit, leave the group, close.
             # Every iterator ends, so the tasks return and the TaskGroup exits.
-            await self.consumer.drain(timeout_s=10)
+            await self.consumer.drain(timeout=10)
 
 
 async def main() -> None:

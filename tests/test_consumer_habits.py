@@ -77,6 +77,32 @@ async def test_topics_given_to_the_constructor_are_subscribed_on_start(
         assert record.timestamp == record.timestamp_ms > 0
 
 
+async def test_subscription_names_the_subscribed_topics_and_a_str_is_refused(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """aiokafka's ``subscription()``: the frozenset of subscribed topic names (the
+    constructor's after start, a new ``subscribe``'s, a pattern's matches); a bare str
+    raises TypeError and leaves the subscription as it was (issue 27)."""
+    bs = kafka_cluster.bootstrap_servers
+    orders, payments = await new_topic(1), await new_topic(1)
+    consumer = Consumer(orders, bootstrap_servers=bs, group_id=_group(), **FAST_GROUP)
+    assert consumer.subscription() == frozenset()  # subscribed by start()
+    async with consumer:
+        assert consumer.subscription() == frozenset({orders})
+        with pytest.raises(TypeError, match=r'subscribe\(\["' + payments + r'"\]\)'):
+            consumer.subscribe(payments)  # type: ignore[arg-type]
+        assert consumer.subscription() == frozenset({orders})
+        consumer.subscribe([orders, payments])
+        assert consumer.subscription() == frozenset({orders, payments})
+        # a pattern: the existing topics it matches, once the group looked them up
+        consumer.subscribe(pattern=payments)
+        deadline = time.monotonic() + 20
+        while consumer.subscription() != frozenset({payments}):
+            assert time.monotonic() < deadline, consumer.subscription()
+            await asyncio.sleep(0.05)
+    assert "subscription" in dir(consumer) and "unsubscribe" not in dir(consumer)
+
+
 async def test_topics_without_a_group_assign_every_partition(
     kafka_cluster: KafkaCluster, new_topic: NewTopic
 ) -> None:

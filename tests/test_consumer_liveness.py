@@ -139,14 +139,14 @@ async def test_a_member_that_stops_asking_leaves_and_comes_back(
             took_over_s = time.monotonic() - began
             await _until(lambda: len(seen) == 400, 20, "the healthy member read all 400")
             health = hung.health()
-            assert not health.healthy and health.problem is not None
-            assert "max_poll_interval_ms" in health.problem, health.problem
+            assert not health.healthy and health.reason is not None
+            assert "max_poll_interval_ms" in health.reason, health.reason
             assert health.assignment == frozenset()
             assert hung._group is not None and hung._group.coordinator.poll_timeouts == 1
             # The application asks again: the member rejoins and gets partitions back.
             release.set()
             await _until(
-                lambda: hung.health().problem is None and len(hung.health().assignment) > 0,
+                lambda: hung.health().reason is None and len(hung.health().assignment) > 0,
                 30,
                 "the released member rejoined with partitions",
             )
@@ -176,7 +176,7 @@ async def test_a_failing_committed_offset_lookup_is_retried_then_consumed(
         async def flaky(partitions: Any) -> Any:
             nonlocal failures
             if failures:  # what health() says while the lookup keeps failing
-                problems.append(consumer.health().problem)
+                problems.append(consumer.health().reason)
             if failures < 3:
                 failures += 1
                 raise KafkaTimeoutError("injected: committed offsets timed out")
@@ -192,7 +192,7 @@ async def test_a_failing_committed_offset_lookup_is_retried_then_consumed(
                     break
         assert failures == 3 and len(problems) == 3
         assert all(p is not None and "committed offsets not available" in p for p in problems)
-        assert consumer.health().healthy and consumer.health().problem is None
+        assert consumer.health().healthy and consumer.health().reason is None
 
 
 async def test_a_non_retriable_committed_offset_error_reaches_the_iterator(

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from types import TracebackType
 from typing import Any, Never, TypeVar
 
-from aiostream_kafka import habits
+from aiostream_kafka import _args, habits
 from aiostream_kafka.admin.types import (
     AlterConfigOp,
     BrokerDescription,
@@ -287,7 +287,8 @@ class Admin:
     async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
         """Close every connection, flushing each for at most a second, then aborting it
         (so close is bounded even when a broker stopped reading; ``timeout`` caps the
-        whole, default 30 s). Cancelling it still closes everything, then re-raises."""
+        whole; ``None``: the default, 30 s, as the Producer's and the Consumer's close).
+        Cancelling it still closes everything, then re-raises."""
         limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
         await shielded(self._cluster.close(), timeout=max(limit, 1.0), what="closing the admin")
 
@@ -410,7 +411,9 @@ class Admin:
                 ``InvalidPartitionsError``, ``InvalidConfigError``, ...); the message names
                 every topic that failed.
             KafkaTimeoutError: retriable errors persisted past the timeout.
+            TypeError: one ``NewTopic`` or a ``str`` instead of a collection of them.
         """
+        _args.collection(new_topics, "create_topics", NewTopic, "create_topics([NewTopic(...)])")
         if not new_topics:
             return {}
         names = [t.name for t in new_topics]
@@ -482,8 +485,9 @@ class Admin:
         Raises:
             UnknownTopicOrPartitionError: a topic does not exist (named in the message).
             KafkaTimeoutError: retriable errors persisted past the timeout.
+            TypeError: ``topics`` is a ``str`` (write ``delete_topics(["t"])``).
         """
-        pending = set(topics)
+        pending = set(_args.names(topics, "delete_topics"))
         if not pending:
             return
         timeout = self._timeout_ms(timeout_ms)
@@ -584,8 +588,9 @@ class Admin:
 
         Raises:
             UnknownTopicOrPartitionError: a topic does not exist.
+            TypeError: ``topics`` is a ``str`` (write ``describe_topics(["t"])``).
         """
-        names = sorted(set(topics))
+        names = sorted(set(_args.names(topics, "describe_topics")))
 
         async def attempt() -> dict[str, TopicDescription]:
             snapshot = await self._cluster.refresh(names)
@@ -845,7 +850,13 @@ class Admin:
 
         Raises:
             UnknownTopicOrPartitionError: a topic resource does not exist.
+            TypeError: one ``ConfigResource`` instead of a collection, or ``keys`` a ``str``.
         """
+        _args.collection(
+            resources, "describe_configs", ConfigResource, "describe_configs([resource])"
+        )
+        if keys is not None:
+            _args.names(keys, "describe_configs", "config names")
         by_node = self._config_nodes(resources)
         results: dict[ConfigResource, dict[str, ConfigEntry]] = {}
 
@@ -992,7 +1003,9 @@ class Admin:
 
         Raises:
             GroupIdNotFoundError: a group does not exist (Kafka 4 brokers, KIP-1043).
+            TypeError: ``group_ids`` is a ``str`` (write ``describe_consumer_groups(["g"])``).
         """
+        _args.names(group_ids, "describe_consumer_groups", "group ids")
         results: dict[str, ConsumerGroupDescription] = {}
         for group_id in group_ids:
 
@@ -1031,7 +1044,9 @@ class Admin:
         Raises:
             GroupIdNotFoundError: a group does not exist.
             NonEmptyGroupError: a group still has members.
+            TypeError: ``group_ids`` is a ``str`` (write ``delete_consumer_groups(["g"])``).
         """
+        _args.names(group_ids, "delete_consumer_groups", "group ids")
         for group_id in group_ids:
 
             async def attempt(group_id: str = group_id) -> None:
@@ -1055,7 +1070,18 @@ class Admin:
 
         OffsetFetch v8+ (Kafka 3.0+) asks in the batched form (KIP-709), older brokers in
         the single-group form; asking for every partition needs v2+ (Kafka 0.10.2).
+
+        Raises:
+            TypeError: ``partitions`` is one ``TopicPartition`` or a ``str`` instead of a
+                collection of them.
         """
+        if partitions is not None:
+            _args.collection(
+                partitions,
+                "list_consumer_group_offsets",
+                TopicPartition,
+                "list_consumer_group_offsets(group_id, [TopicPartition(topic, partition)])",
+            )
 
         async def attempt() -> dict[TopicPartition, OffsetAndMetadata]:
             node = await self.find_coordinator(group_id)

@@ -27,23 +27,34 @@ from aiostream_kafka.consumer.errors import (
     RecordDeserializationError,
     TopicDeletedError,
 )
-from aiostream_kafka.consumer.iterators import PartitionedStream, PartitionRecords
+from aiostream_kafka.consumer.group import ConsumerHealth
+from aiostream_kafka.consumer.iterators import (
+    BatchStream,
+    PartitionBatches,
+    PartitionedStream,
+    PartitionRecords,
+    RecordStream,
+)
 from aiostream_kafka.consumer.positions import OffsetAndTimestamp
 from aiostream_kafka.consumer.prefetch import FetchMetrics
 
 __all__ = [
+    "BatchStream",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerHealth",
     "ConsumerStateError",
     "CorruptPartitionDataError",
     "FetchMetrics",
     "LogTruncationError",
     "NoOffsetForPartitionError",
     "OffsetAndTimestamp",
+    "PartitionBatches",
     "PartitionError",
     "PartitionRecords",
     "PartitionedStream",
     "RebalanceCallbackError",
     "RecordDeserializationError",
+    "RecordStream",
     "TopicDeletedError",
 ]

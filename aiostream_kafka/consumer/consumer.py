@@ -28,7 +28,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, 
 from types import TracebackType
 from typing import Any, Never
 
-from aiostream_kafka import habits
+from aiostream_kafka import _args, habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shared_task, shielded
@@ -56,6 +56,9 @@ from .prefetch import FetchMetrics
 __all__ = ["Consumer"]
 
 log = logging.getLogger(__name__)
+
+# What drain() gives the iterators to hand out what is already fetched, by default.
+_DRAIN_TIMEOUT_S = 30.0
 
 _NEEDS_GROUP = "needs a group_id: offsets and subscriptions belong to a consumer group"
 
@@ -435,8 +438,9 @@ class Consumer:
         :meth:`committing`), leave the group, stop fetching, end every iterator and close
         the fetch sessions and connections. Idempotent; concurrent calls share one close.
 
-        ``timeout`` (seconds, default 30) bounds the graceful part (the final commit,
-        LeaveGroup, closing fetch sessions); what is left is then stopped and every
+        ``timeout`` (seconds; ``None``: the default, 30 s, as the Producer's and the
+        Admin's close) bounds the graceful part (the final commit, LeaveGroup, closing
+        fetch sessions); what is left is then stopped and every
         connection aborted, so close returns in about ``timeout`` even against a broker
         that stopped reading. Cancelling the caller (``asyncio.timeout``, ``task.cancel()``,
         a failing TaskGroup sibling) does not cut the cleanup short: it runs to its end
@@ -492,8 +496,12 @@ class Consumer:
 
     # -- assignment --------------------------------------------------------------------------
 
-    def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        """Consume exactly ``partitions`` from now on (replacing any earlier assignment).
+    def assign(
+        self, partitions: Iterable[TopicPartition] | TopicPartition, *more: TopicPartition
+    ) -> None:
+        """Consume exactly ``partitions`` from now on (replacing any earlier assignment):
+        one collection of them (``assign([tp0, tp1])``) or the partitions as separate
+        arguments (``assign(tp0, tp1)``), as :meth:`pause` and :meth:`resume` take them.
 
         Newly assigned partitions start per ``auto_offset_reset`` unless sought first;
         partitions no longer assigned drop their buffered records and their
@@ -504,10 +512,12 @@ class Consumer:
 
         Raises:
             ValueError: an entry is not a ``TopicPartition``.
+            TypeError: a ``str``, or a collection mixed with separate partitions.
         """
+        wanted = _args.partitions((partitions, *more), "assign")
         if self._group is not None and self._group.subscribed:
             raise ConsumerStateError("assign() cannot be mixed with subscribe()")
-        self._engine.assign(partitions)
+        self._engine.assign(wanted)
 
     def unassign(self) -> None:
         """Revoke every partition."""
@@ -516,6 +526,17 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         """The partitions assigned now."""
         return set(self._engine.partitions)
+
+    def subscription(self) -> frozenset[str]:
+        """The topics subscribed to (aiokafka's ``subscription()``, which returns a
+        frozenset too): those given to :meth:`subscribe`, or with a ``pattern`` the
+        existing topics it matches now. Empty without a subscription: before
+        :meth:`subscribe` (topics given to the constructor are subscribed by
+        :meth:`start`), with partitions given to :meth:`assign`, or without a
+        ``group_id``. For the partitions owned now, see :meth:`assignment`."""
+        if self._group is None or not self._group.subscribed:
+            return frozenset()
+        return self._group.coordinator.subscription
 
     def subscribe(
         self,
@@ -535,12 +556,19 @@ class Consumer:
         partitions that changed and are awaited before the rebalance goes on:
         ``on_revoked`` after the partitions' pending commits were flushed and their
         iterators ended; ``on_lost`` when the membership expired (nothing is committed).
-        Calling it again changes the subscription.
+        Calling it again changes the subscription; :meth:`subscription` returns it.
+
+        ``topics`` is a collection of topic names: ``subscribe(["orders"])``. A bare
+        ``str`` raises ``TypeError`` rather than being taken as a collection of one-letter
+        topics (a ``str`` is iterable) or guessed to be one topic: every call here that
+        takes a collection of names or partitions refuses a ``str`` the same way.
 
         Raises:
+            TypeError: ``topics`` is a ``str`` (the message names ``subscribe(["orders"])``).
             ConfigError: no ``group_id``, or neither/both of ``topics`` and ``pattern``.
             ConsumerStateError: not started, or partitions were assigned by hand.
         """
+        _args.names(topics, "subscribe")
         if self._group_settings is None:
             raise ConfigError(f"subscribe() {_NEEDS_GROUP}")
         if self._group is None:
@@ -627,14 +655,28 @@ class Consumer:
             broker_errors=broker_errors(engine),
         )
 
-    async def drain(self, timeout_s: float = 30.0) -> None:
+    async def drain(
+        self,
+        timeout: float | None = None,  # noqa: ASYNC109 -- as close(timeout)
+        *,
+        timeout_s: float | None = None,
+    ) -> None:
         """Stop gracefully: stop fetching, let the iterators hand out what is already
-        fetched (up to ``timeout_s``), commit, leave the group, and close.
+        fetched (up to ``timeout`` seconds, default 30), commit, leave the group, and
+        close (with :meth:`close`'s default timeout).
 
+        ``timeout_s`` is the old name of ``timeout``, still accepted (an alias: seconds
+        are spelled ``timeout`` on every call that waits; see the Consumer reference).
         The iterators end when it closes the consumer.
+
+        Raises:
+            TypeError: both ``timeout`` and ``timeout_s`` given.
         """
+        if timeout is not None and timeout_s is not None:
+            raise TypeError("drain() got both timeout and timeout_s (its old name)")
+        limit = timeout if timeout is not None else timeout_s
         self._engine.stop_fetching()
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + (_DRAIN_TIMEOUT_S if limit is None else limit)
         # The iterators hand out at their own pace; poll until they have emptied the queues.
         while time.monotonic() < deadline and self._engine.has_undelivered():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
@@ -740,25 +782,29 @@ class Consumer:
         """
         self._engine.seek(partition, offset)
 
-    async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        """Seek ``partitions`` (all assigned ones if none given) to their first offset.
+    async def seek_to_beginning(
+        self, *partitions: TopicPartition | Iterable[TopicPartition]
+    ) -> None:
+        """Seek ``partitions`` (all assigned ones if none given) to their first offset:
+        the partitions as separate arguments or one collection of them.
 
         Raises:
             ConsumerStateError: a partition is not assigned.
             KafkaTimeoutError: the offsets could not be looked up within
                 ``default_api_timeout_ms``.
         """
-        await self._seek_to(partitions, EARLIEST)
+        await self._seek_to(_args.partitions(partitions, "seek_to_beginning"), EARLIEST)
 
-    async def seek_to_end(self, *partitions: TopicPartition) -> None:
+    async def seek_to_end(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
         """Seek ``partitions`` (all assigned ones if none given) to their end: the high
-        watermark, or with ``read_committed`` the last stable offset.
+        watermark, or with ``read_committed`` the last stable offset. The partitions as
+        separate arguments or one collection of them.
 
         Raises:
             ConsumerStateError: a partition is not assigned.
             KafkaTimeoutError: the offsets could not be looked up in time.
         """
-        await self._seek_to(partitions, LATEST)
+        await self._seek_to(_args.partitions(partitions, "seek_to_end"), LATEST)
 
     async def _seek_to(self, partitions: Sequence[TopicPartition], timestamp: int) -> None:
         tps = list(partitions) or list(self._engine.partitions)
@@ -788,24 +834,30 @@ class Consumer:
         return {tp: (r if r.offset >= 0 else None) for tp, r in found.items()}
 
     async def beginning_offsets(
-        self, partitions: Iterable[TopicPartition]
+        self, partitions: Iterable[TopicPartition] | TopicPartition, *more: TopicPartition
     ) -> dict[TopicPartition, int]:
-        """The first offset of each partition (its log start).
+        """The first offset of each partition (its log start): one collection of
+        partitions or the partitions as separate arguments.
 
         Raises:
             UnknownTopicOrPartitionError, KafkaTimeoutError: as :meth:`offsets_for_times`.
         """
-        found = await self._lookup({tp: EARLIEST for tp in partitions})
+        tps = _args.partitions((partitions, *more), "beginning_offsets")
+        found = await self._lookup({tp: EARLIEST for tp in tps})
         return {tp: r.offset for tp, r in found.items()}
 
-    async def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition] | TopicPartition, *more: TopicPartition
+    ) -> dict[TopicPartition, int]:
         """The end of each partition: the high watermark, or with ``read_committed`` the
-        last stable offset.
+        last stable offset. One collection of partitions or the partitions as separate
+        arguments.
 
         Raises:
             UnknownTopicOrPartitionError, KafkaTimeoutError: as :meth:`offsets_for_times`.
         """
-        found = await self._lookup({tp: LATEST for tp in partitions})
+        tps = _args.partitions((partitions, *more), "end_offsets")
+        found = await self._lookup({tp: LATEST for tp in tps})
         return {tp: r.offset for tp, r in found.items()}
 
     async def _lookup(
@@ -858,22 +910,26 @@ class Consumer:
 
     # -- flow control ------------------------------------------------------------------------
 
-    def pause(self, *partitions: TopicPartition) -> None:
-        """Stop fetching and handing out records of ``partitions``; records already
-        fetched are kept for :meth:`resume` (never fetched twice).
+    def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
+        """Stop fetching and handing out records of ``partitions`` (the partitions as
+        separate arguments, ``pause(tp0, tp1)``, or one collection of them,
+        ``pause([tp0, tp1])``, as :meth:`assign` takes them); records already fetched are
+        kept for :meth:`resume` (never fetched twice).
 
         Raises:
             ConsumerStateError: a partition is not assigned.
+            TypeError: a ``str``, or a collection mixed with separate partitions.
         """
-        self._engine.pause(partitions)
+        self._engine.pause(_args.partitions(partitions, "pause"))
 
-    def resume(self, *partitions: TopicPartition) -> None:
-        """Undo :meth:`pause` for ``partitions``.
+    def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
+        """Undo :meth:`pause` for ``partitions`` (taken as :meth:`pause` takes them).
 
         Raises:
             ConsumerStateError: a partition is not assigned.
+            TypeError: a ``str``, or a collection mixed with separate partitions.
         """
-        self._engine.resume(partitions)
+        self._engine.resume(_args.partitions(partitions, "resume"))
 
     def paused(self) -> set[TopicPartition]:
         """The assigned partitions that are paused."""

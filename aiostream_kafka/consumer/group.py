@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -64,16 +65,17 @@ class ConsumerHealth:
     or ``"closed"`` for a group member, ``"assigned"`` for a consumer without a group.
     Times are ``time.time()`` values (None: never). ``assignment`` is what the member
     owns, ``fetching`` what the engine fetches (owned partitions missing from it are not
-    read yet: an assignment in progress, or a ``problem``); ``idle_s`` is how long the
+    read yet: an assignment in progress, or a ``reason``); ``idle_s`` is how long the
     application has not asked for records (sampled every heartbeat interval; None
     without a group); ``last_progress_at`` the last Fetch that returned records or found
-    a partition read up to its high watermark; ``problem`` says what keeps the member
+    a partition read up to its high watermark; ``reason`` says what keeps the member
     from consuming in a way a restart may cure (it left its group on a poll timeout, its
     committed offsets cannot be read); ``broker_errors`` the brokers failing the fetches
     of their partitions right now (their partitions are not read meanwhile; a restart
     would not help, so they do not make the member unhealthy); ``missing_topics`` the
     subscribed topics the cluster does not have (a typo, or not created yet: nothing is
     read from them, and a WARNING names them every 30 s; a restart would not help either).
+    ``problem`` is the old name of ``reason`` (deprecated: reading it warns).
     """
 
     state: str
@@ -85,7 +87,7 @@ class ConsumerHealth:
     assignment: frozenset[TopicPartition] = frozenset()
     fetching: frozenset[TopicPartition] = frozenset()
     idle_s: float | None = None
-    problem: str | None = None
+    reason: str | None = None
     last_progress_at: float | None = None
     broker_errors: tuple[str, ...] = ()
     missing_topics: frozenset[str] = frozenset()
@@ -93,13 +95,23 @@ class ConsumerHealth:
     @property
     def healthy(self) -> bool:
         """False once the member is fenced or failed, the engine stopped on an error, or
-        something keeps it from consuming (``problem``: it left the group on a poll
+        something keeps it from consuming (``reason``: it left the group on a poll
         timeout, or its committed offsets cannot be read)."""
         return (
             self.error is None
-            and self.problem is None
+            and self.reason is None
             and self.state not in ("fenced", "failed", "closed")
         )
+
+    @property
+    def problem(self) -> str | None:
+        """Deprecated: the old name of :attr:`reason` (emits ``DeprecationWarning``)."""
+        warnings.warn(
+            "ConsumerHealth.problem is deprecated: use ConsumerHealth.reason",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.reason
 
 
 def broker_errors(engine: FetchEngine) -> tuple[str, ...]:
@@ -409,11 +421,11 @@ class ConsumerGroup:
             GroupState.FENCED, GroupState.FAILED) else None  # fmt: skip
         if error is None and self.engine.fatal is not None:
             error = self.engine.fatal
-        problem = None
+        reason = None
         if c.left_reason is not None:
-            problem = f"left the group: {c.left_reason}"
+            reason = f"left the group: {c.left_reason}"
         elif self.assign_problem is not None:
-            problem = self.assign_problem
+            reason = self.assign_problem
         return ConsumerHealth(
             state=c.state.value,
             last_heartbeat_at=c.last_heartbeat_at,
@@ -424,7 +436,7 @@ class ConsumerGroup:
             assignment=c.owned,
             fetching=frozenset(tp for tp, ps in self.engine.partitions.items() if ps.assigned),
             idle_s=self.idle_s(),
-            problem=problem,
+            reason=reason,
             last_progress_at=self.engine.buffer.metrics.last_progress_at or None,
             broker_errors=broker_errors(self.engine),
             missing_topics=c.missing_topics,

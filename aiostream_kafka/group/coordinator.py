@@ -233,6 +233,12 @@ class GroupCoordinator:
         if self.running:
             self.request_rejoin("the subscription changed")
 
+    @property
+    def subscription(self) -> frozenset[str]:
+        """The topics subscribed to: those given, or the existing ones the pattern
+        matches now."""
+        return self._subscribed
+
     def request_rejoin(self, reason: str) -> None:
         """Ask the membership task to rejoin the group."""
         log.info("group %s: rejoining: %s", self.config.group_id, reason)

@@ -22,7 +22,13 @@ from aiostream_kafka import habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
-from aiostream_kafka.concurrency import Crash, TaskScope, shared_task, shielded
+from aiostream_kafka.concurrency import (
+    DEFAULT_CLOSE_TIMEOUT_S,
+    Crash,
+    TaskScope,
+    shared_task,
+    shielded,
+)
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     ClientClosedError,
@@ -633,20 +639,22 @@ class Producer:
     async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
         """Stop taking records, deliver what is buffered, then release everything.
 
-        With ``timeout`` (seconds), records not acknowledged by then fail with
-        :class:`ProducerClosedError`; without one, delivery is bounded by
-        ``delivery_timeout_ms`` per record. Then the tasks stop and every connection is
-        closed (flushed for at most a second, then aborted), so close is bounded even when
-        a broker stopped reading. Idempotent; concurrent calls share one close. Cancelling
-        the caller does not cut the close short: the records left fail with
-        :class:`ProducerClosedError`, every task and connection is released, then the
-        :class:`asyncio.CancelledError` is re-raised.
+        ``timeout`` (seconds; ``None``: the default, 30 s, as the Consumer's and the
+        Admin's close) bounds delivering what is buffered (and aborting an open
+        transaction); records not acknowledged by then fail with
+        :class:`ProducerClosedError`. Then the tasks stop and every connection is closed
+        (flushed for at most a second, then aborted), so close is bounded even when a
+        broker stopped reading. Idempotent; concurrent calls share one close (the first
+        one's ``timeout`` counts). Cancelling the caller does not cut the close short: the
+        records left fail with :class:`ProducerClosedError`, every task and connection is
+        released, then the :class:`asyncio.CancelledError` is re-raised.
         """
         if self._close_task is None:
-            self._close_task = shared_task(self._close(timeout), name="closing the producer")
+            limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
+            self._close_task = shared_task(self._close(limit), name="closing the producer")
         await shielded(self._close_task, timeout=None, what="closing the producer")
 
-    async def _close(self, timeout: float | None) -> None:  # noqa: ASYNC109
+    async def _close(self, timeout: float) -> None:  # noqa: ASYNC109
         started = self._state == "running"
         self._state = "closing"
         self._update_open()
