@@ -40,6 +40,7 @@ and committed, the group is left, the handler's iterators end) and await its han
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -76,6 +77,7 @@ class KafkaIntegration(KafkaSupervisor):
     with FastAPI's lifespan, dependency and health router."""
 
     label = "Kafka integration"
+    log = logging.getLogger(__name__)
 
     def lifespan(self, app: Any) -> AbstractAsyncContextManager[None]:
         """The app's lifespan: ``FastAPI(lifespan=kafka.lifespan)``. See :meth:`run`."""

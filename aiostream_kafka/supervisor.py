@@ -155,7 +155,7 @@ class _RunningConsumer:
             raise
         except Exception as exc:
             self.failure = exc
-            log.error(
+            self.supervisor.log.error(
                 "consumer %r: handler crashed; it is not restarted and the health "
                 "endpoints now answer 503",
                 name,
@@ -164,11 +164,13 @@ class _RunningConsumer:
             try:
                 await self.consumer.close()  # leave the group: the partitions move on
             except Exception as close_exc:
-                log.warning("consumer %r: close after the crash failed: %r", name, close_exc)
+                self.supervisor.log.warning(
+                    "consumer %r: close after the crash failed: %r", name, close_exc
+                )
         else:
             self.returned = True
             if self.supervisor.state in ("starting", "running"):
-                log.warning(
+                self.supervisor.log.warning(
                     "consumer %r: handler returned while the app runs; the health endpoints "
                     "now answer 503",
                     name,
@@ -208,11 +210,11 @@ class _RunningConsumer:
                 try:
                     await self.consumer.drain(timeout=drain_timeout_s)
                 except Exception as exc:
-                    log.warning("consumer %r: drain failed: %r", name, exc)
+                    self.supervisor.log.warning("consumer %r: drain failed: %r", name, exc)
                 # The drain closed the consumer, so the handler's iterators have ended.
                 done, _ = await asyncio.wait({task}, timeout=grace_s)
                 if not done:
-                    log.warning(
+                    self.supervisor.log.warning(
                         "consumer %r: handler still running %.1f s after the drain; cancelling it",
                         name,
                         grace_s,
@@ -223,7 +225,7 @@ class _RunningConsumer:
             try:
                 await self.consumer.close()  # idempotent
             except Exception as exc:
-                log.warning("consumer %r: close failed: %r", name, exc)
+                self.supervisor.log.warning("consumer %r: close failed: %r", name, exc)
 
 
 class KafkaSupervisor:
@@ -260,6 +262,8 @@ class KafkaSupervisor:
 
     #: How log lines and health reasons name it.
     label = "Kafka supervisor"
+    #: Where it logs (the FastAPI integration logs as ``aiostream_kafka.fastapi``).
+    log = log
 
     def __init__(
         self,
@@ -441,11 +445,11 @@ class KafkaSupervisor:
                     consumer.subscribe(pattern=spec.pattern)
                 running.start()
         except BaseException:
-            log.error("the %s failed to start; shutting down what started", self.label)
+            self.log.error("the %s failed to start; shutting down what started", self.label)
             await self._shutdown()
             raise
         self._state = "running"
-        log.info(
+        self.log.info(
             "%s running: producer and %d consumer(s) on %s",
             self.label,
             len(self._running),
@@ -467,7 +471,7 @@ class KafkaSupervisor:
                     await producer.close(timeout=self.producer_close_timeout_s)
             finally:
                 self._state = "stopped"
-                log.info("%s stopped", self.label)
+                self.log.info("%s stopped", self.label)
 
     # -- dependencies --------------------------------------------------------------------
 

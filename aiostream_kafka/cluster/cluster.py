@@ -171,6 +171,8 @@ class Cluster:
         while True:
             current = self._refresh
             if current is None:
+                if self._scope.closed:
+                    raise ClientClosedError("the client is closed: it refreshes no more metadata")
                 task = self._scope.spawn(
                     self._fetch_metadata(wanted),
                     name="aiostream-kafka metadata refresh",
