@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-# The one place the version lives: pyproject.toml reads it from here
-# ([tool.setuptools.dynamic]), and so do the wheel, the sdist and the client's ApiVersions.
-__version__ = "0.1.0.dev0"
+# The version lives in _version.py (pyproject.toml reads it there); re-exported here.
+from aiostream_kafka._version import __version__  # isort: skip
 
 # First: importing _native decides between the compiled and the source hot modules.
 from aiostream_kafka import _native  # noqa: F401  # isort: skip

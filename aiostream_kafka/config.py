@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiostream_kafka import __version__
+from aiostream_kafka._version import __version__
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.net.connection import ConnectionSettings
 from aiostream_kafka.security import SASL_MECHANISMS, SECURITY_PROTOCOLS, create_mechanism

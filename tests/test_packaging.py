@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import aiostream_kafka
+import aiostream_kafka._version
 from aiostream_kafka._native import COMPILED_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +89,8 @@ def test_the_version_lives_in_one_place() -> None:
     assert "version" not in project["project"]
     assert "version" in project["project"]["dynamic"]
     dynamic = project["tool"]["setuptools"]["dynamic"]["version"]
-    assert dynamic == {"attr": "aiostream_kafka.__version__"}
+    assert dynamic == {"attr": "aiostream_kafka._version.__version__"}
+    assert aiostream_kafka.__version__ is aiostream_kafka._version.__version__
 
 
 def test_the_build_log_has_no_setuptools_warnings(dist: tuple[Path, str]) -> None:

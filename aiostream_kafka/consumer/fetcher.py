@@ -54,10 +54,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
+from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
 from aiostream_kafka.concurrency import run_in_worker
+from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     ClientClosedError,
     KafkaError,
@@ -74,6 +77,7 @@ from aiostream_kafka.protocol.records import RecordBatch, iter_batches
 from aiostream_kafka.protocol.transactions import ReadCommittedFilter
 from aiostream_kafka.structs import TopicPartition
 
+from .config import ConsumerConfig
 from .errors import CorruptPartitionDataError
 from .fetch_session import (
     SESSION_ERRORS,
@@ -82,14 +86,12 @@ from .fetch_session import (
     FetchSession,
     SessionPartition,
 )
+from .interfaces import ResolverRequests
 from .partition import Chunk, PartitionState, PendingError
-from .prefetch import inflate
+from .prefetch import PrefetchBuffer, inflate
 from .scheduler import FetchRound, RoundOutcome
 
-if TYPE_CHECKING:
-    from .engine import FetchEngine
-
-__all__ = ["Fetcher"]
+__all__ = ["FetchHost", "Fetcher", "RoundSink"]
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +139,42 @@ class _Budget:
         self.alone = alone  # nothing else is held or reserved: one oversized batch may pass
 
 
+class RoundSink(Protocol):
+    """The scheduler, as a fetcher sees it: told when a granted round ended."""
+
+    def round_done(self, node: int, outcome: RoundOutcome) -> None:
+        """Broker ``node``'s round ended with ``outcome`` (paces the next one)."""
+
+
+class FetchHost(Protocol):
+    """What a fetcher reads of its owner (``engine.FetchEngine``): the prefetch buffer it
+    fills, the cluster, the settings, the other brokers' fetchers (read replicas), where an
+    out-of-range offset goes, and who to tell about a round or ask for metadata."""
+
+    @property
+    def buffer(self) -> PrefetchBuffer: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def client(self) -> ClientConfig: ...
+    @property
+    def config(self) -> ConsumerConfig: ...
+    @property
+    def fetchers(self) -> Mapping[int, Fetcher]: ...
+    @property
+    def partition_fetch_bytes(self) -> int: ...
+    @property
+    def resolver(self) -> ResolverRequests: ...
+    @property
+    def scheduler(self) -> RoundSink: ...
+
+    def out_of_range(
+        self, ps: PartitionState, offset: int, log_start: int, high_watermark: int
+    ) -> None:
+        """The broker said ``offset`` is outside ``ps``'s log: reset, or queue the error."""
+        ...
+
+
 class Fetcher:
     """The fetcher task of broker ``node_id`` (see the module doc)."""
 
@@ -144,7 +182,7 @@ class Fetcher:
     #: tests of the older request shapes (topic names before v13, no sessions before v7).
     version_cap: int | None = None
 
-    def __init__(self, engine: FetchEngine, node_id: int) -> None:
+    def __init__(self, engine: FetchHost, node_id: int) -> None:
         self._engine = engine
         self.node_id = node_id
         self.session = FetchSession(node_id)

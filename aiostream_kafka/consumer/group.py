@@ -43,7 +43,8 @@ from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.errors import CommitFailedError, ConfigError, KafkaError
 from aiostream_kafka.group.assignors import assignor_for
-from aiostream_kafka.group.coordinator import GroupConfig, GroupCoordinator, GroupState
+from aiostream_kafka.group.config import GroupConfig
+from aiostream_kafka.group.coordinator import GroupCoordinator, GroupState
 from aiostream_kafka.structs import TopicPartition
 
 from .config import GroupOptions

@@ -27,17 +27,16 @@ failing record.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from aiostream_kafka.serde import Deserializer
 from aiostream_kafka.structs import Record, TopicPartition
 
+from .config import ConsumerConfig
 from .errors import RecordDeserializationError
 from .partition import PartitionState
 from .prefetch import PrefetchBuffer
-
-if TYPE_CHECKING:
-    from .engine import FetchEngine
 
 __all__ = [
     "BatchStream",
@@ -45,9 +44,48 @@ __all__ = [
     "PartitionRecords",
     "PartitionedStream",
     "RecordStream",
+    "StreamHost",
     "batch_stream",
     "record_stream",
 ]
+
+
+class StreamHost(Protocol):
+    """What the iterators read of the consumer's engine (``engine.FetchEngine``): the
+    prefetch buffer they take records from, the assigned partitions, the deserializers,
+    whether the consumer stopped or failed, and the checks and waits of a first call."""
+
+    @property
+    def buffer(self) -> PrefetchBuffer: ...
+    @property
+    def config(self) -> ConsumerConfig: ...
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionState]: ...
+    @property
+    def assignment_event(self) -> asyncio.Event: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def fatal(self) -> BaseException | None: ...
+
+    #: Iterators waiting for records right now (poll liveness): counted by them.
+    waiting: int
+
+    def check_usable(self) -> None:
+        """Raise the fatal error, or ConsumerStateError if never started."""
+        ...
+
+    def check_source(self) -> None:
+        """Raise NothingToConsumeError when nothing is assigned and nothing subscribed."""
+        ...
+
+    def set_mode(self, mode: str) -> None:
+        """Fix which kind of iterator hands out records (``merged``, ``partitioned``)."""
+        ...
+
+    async def next_partition(self) -> PartitionState | None:
+        """The next partition with deliverable data, waiting for one; None once closed."""
+        ...
 
 
 def _deserialize(
@@ -93,7 +131,7 @@ class RecordStream:
 
     __slots__ = ("_buffer", "_engine", "_head", "_kd", "_plain", "_ps", "_started", "_vd")
 
-    def __init__(self, engine: FetchEngine) -> None:
+    def __init__(self, engine: StreamHost) -> None:
         self._engine = engine
         self._started = False  # the first __anext__ checks that there is anything to read
         self._buffer = engine.buffer
@@ -166,7 +204,7 @@ class BatchStream:
 
     __slots__ = ("_engine", "_kd", "_plain", "_started", "_vd")
 
-    def __init__(self, engine: FetchEngine) -> None:
+    def __init__(self, engine: StreamHost) -> None:
         self._engine = engine
         self._started = False
         self._kd = engine.config.key_deserializer
@@ -201,7 +239,7 @@ class BatchStream:
             return batch
 
 
-def record_stream(engine: FetchEngine) -> RecordStream:
+def record_stream(engine: StreamHost) -> RecordStream:
     """Start a :class:`RecordStream`.
 
     Raises:
@@ -213,7 +251,7 @@ def record_stream(engine: FetchEngine) -> RecordStream:
     return RecordStream(engine)
 
 
-def batch_stream(engine: FetchEngine) -> BatchStream:
+def batch_stream(engine: StreamHost) -> BatchStream:
     """Start a :class:`BatchStream` (raises as :func:`record_stream`)."""
     engine.check_usable()
     engine.set_mode("merged")
@@ -254,7 +292,7 @@ class PartitionRecords:
     iterates the same records a fetched chunk at a time.
     """
 
-    def __init__(self, engine: FetchEngine, ps: PartitionState) -> None:
+    def __init__(self, engine: StreamHost, ps: PartitionState) -> None:
         self._engine = engine
         self._ps = ps
         self._kd = engine.config.key_deserializer
@@ -355,7 +393,7 @@ class PartitionedStream:
     """Yields ``(TopicPartition, PartitionRecords)`` once per assigned partition, including
     partitions assigned later; ends when the consumer closes."""
 
-    def __init__(self, engine: FetchEngine) -> None:
+    def __init__(self, engine: StreamHost) -> None:
         engine.check_usable()
         engine.set_mode("partitioned")
         self._engine = engine

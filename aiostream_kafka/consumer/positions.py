@@ -35,10 +35,11 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import gather_all, gather_settled
+from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -53,14 +54,21 @@ from aiostream_kafka.protocol.messages.offset_for_leader_epoch import (
 )
 from aiostream_kafka.structs import TopicPartition
 
+from .config import ConsumerConfig
 from .errors import LogTruncationError, NoOffsetForPartitionError, TopicDeletedError
 from .fetcher import ends_consumer
+from .interfaces import Wakeable
 from .partition import PartitionState, PendingError
+from .prefetch import PrefetchBuffer
 
-if TYPE_CHECKING:
-    from .engine import FetchEngine
-
-__all__ = ["EARLIEST", "LATEST", "OffsetAndTimestamp", "OffsetResolver", "lookup_offsets"]
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "OffsetAndTimestamp",
+    "OffsetResolver",
+    "ResolverHost",
+    "lookup_offsets",
+]
 
 log = logging.getLogger(__name__)
 
@@ -228,10 +236,41 @@ async def lookup_offsets(
     return found
 
 
+class ResolverHost(Protocol):
+    """What the resolver reads of its owner (``engine.FetchEngine``): the assigned
+    partitions, the cluster, the settings, the buffer its errors go to, how a position is
+    set, reset or failed, and the scheduler to wake once positions are known."""
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionState]: ...
+    @property
+    def buffer(self) -> PrefetchBuffer: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def client(self) -> ClientConfig: ...
+    @property
+    def config(self) -> ConsumerConfig: ...
+    @property
+    def scheduler(self) -> Wakeable: ...
+
+    def reposition(self, ps: PartitionState, offset: int, leader_epoch: int | None) -> None:
+        """Move ``ps`` to ``offset`` (seek, reset result, truncation)."""
+        ...
+
+    def request_reset(self, ps: PartitionState, strategy: str) -> None:
+        """Forget the position of ``ps`` and look one up per ``strategy``."""
+        ...
+
+    def fail_partition(self, ps: PartitionState, error: KafkaError) -> None:
+        """Stop fetching ``ps`` for good and queue ``error`` for its iterators."""
+        ...
+
+
 class OffsetResolver:
     """The resolver task (see the module doc)."""
 
-    def __init__(self, engine: FetchEngine) -> None:
+    def __init__(self, engine: ResolverHost) -> None:
         self._engine = engine
         self._wake = asyncio.Event()
         self._metadata_wanted = False

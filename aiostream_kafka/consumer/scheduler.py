@@ -26,15 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from aiostream_kafka.cluster import Cluster
+from aiostream_kafka.config import ClientConfig
+from aiostream_kafka.structs import TopicPartition
+
+from .config import ConsumerConfig
+from .interfaces import MetadataRequests
 from .partition import PartitionState
+from .prefetch import PrefetchBuffer
 
-if TYPE_CHECKING:
-    from .engine import FetchEngine
-
-__all__ = ["FetchRound", "PollScheduler", "RoundOutcome"]
+__all__ = ["FetchRound", "PollScheduler", "RoundOutcome", "RoundTaker", "SchedulerHost"]
 
 
 @dataclass(slots=True)
@@ -66,10 +71,48 @@ class _Pacing:
     started: float = 0.0
 
 
+class RoundTaker(Protocol):
+    """A broker's fetcher, as the scheduler sees it: it takes the rounds granted."""
+
+    def grant(self, fetch_round: FetchRound) -> None:
+        """Run ``fetch_round`` (one Fetch request) as soon as it can."""
+
+
+class SchedulerHost(Protocol):
+    """What the scheduler reads of its owner (``engine.FetchEngine``): the assigned
+    partitions, the prefetch budget, the metadata, the settings, whether it stopped, and
+    who to ask for a round, a metadata refresh or a position."""
+
+    @property
+    def partitions(self) -> Mapping[TopicPartition, PartitionState]: ...
+    @property
+    def buffer(self) -> PrefetchBuffer: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def client(self) -> ClientConfig: ...
+    @property
+    def config(self) -> ConsumerConfig: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def draining(self) -> bool: ...
+    @property
+    def fatal(self) -> BaseException | None: ...
+    @property
+    def partition_fetch_bytes(self) -> int: ...
+    @property
+    def resolver(self) -> MetadataRequests: ...
+
+    def fetcher(self, node_id: int) -> RoundTaker:
+        """The fetcher of broker ``node_id`` (started on first use)."""
+        ...
+
+
 class PollScheduler:
     """Grants fetch rounds to the per-broker fetchers (see the module doc)."""
 
-    def __init__(self, engine: FetchEngine) -> None:
+    def __init__(self, engine: SchedulerHost) -> None:
         self._engine = engine
         self._wake = asyncio.Event()
         self._pacing: dict[int, _Pacing] = {}

@@ -37,7 +37,6 @@ import random
 import re
 import time
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from aiostream_kafka.cluster.cluster import Cluster
@@ -51,6 +50,7 @@ from aiostream_kafka.errors import (
     reraisable,
 )
 from aiostream_kafka.group.assignors import Assignor, MemberSubscription
+from aiostream_kafka.group.config import GroupConfig as GroupConfig  # re-exported: its old home
 from aiostream_kafka.group.offsets import GroupOffsets
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.protocol import error_codes as ec
@@ -113,42 +113,6 @@ class AssignmentListener(Protocol):
         """How long (seconds) the application has made no progress, and what: not asking
         for records, or a rebalance callback of its own still running. Sampled at every
         heartbeat tick; ``max_poll_interval_ms`` applies to it."""
-
-
-@dataclass(frozen=True, slots=True)
-class GroupConfig:
-    """Group settings (names as Kafka's, in snake_case). Validated on construction."""
-
-    group_id: str
-    group_instance_id: str | None = None
-    session_timeout_ms: int = 45_000
-    rebalance_timeout_ms: int = 300_000  # the consumer's max_poll_interval_ms
-    heartbeat_interval_ms: int = 3_000
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1_000
-    metadata_check_interval_ms: int = 5_000
-    default_api_timeout_ms: int = 60_000
-    rack_id: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.group_id, str) or not self.group_id:
-            raise ConfigError(f"group_id must be a non-empty string, got {self.group_id!r}")
-        if self.group_instance_id is not None and not self.group_instance_id:
-            raise ConfigError("group_instance_id must be a non-empty string or None")
-        for name in (
-            "session_timeout_ms",
-            "rebalance_timeout_ms",
-            "heartbeat_interval_ms",
-            "metadata_check_interval_ms",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{name} must be a positive int, got {value!r}")
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise ConfigError(
-                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than "
-                f"session_timeout_ms ({self.session_timeout_ms}); a third of it is usual"
-            )
 
 
 class _Rejoin(Exception):

@@ -14,7 +14,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
@@ -26,6 +26,7 @@ from aiostream_kafka.errors import (
     NetworkError,
     reraisable,
 )
+from aiostream_kafka.group.config import GroupConfig
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.messages.offset_commit import (
     OffsetCommitRequest,
@@ -33,9 +34,6 @@ from aiostream_kafka.protocol.messages.offset_commit import (
 )
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from aiostream_kafka.structs import TopicPartition
-
-if TYPE_CHECKING:
-    from aiostream_kafka.group.coordinator import GroupConfig
 
 _UNKNOWN_MEMBER_ID = 25
 _ILLEGAL_GENERATION = 22

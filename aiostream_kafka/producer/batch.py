@@ -23,12 +23,9 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from aiostream_kafka.errors import KafkaError
-
-if TYPE_CHECKING:
-    from aiostream_kafka.producer.accumulator import ProducerBatch
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +195,13 @@ class Segment:
         )
 
 
+class SegmentHolder(Protocol):
+    """What a batch call needs of a producer batch (the accumulator's ``ProducerBatch``):
+    the list of the calls' segments it holds (None: only single records)."""
+
+    groups: list[Segment] | None
+
+
 class BatchCompletion:
     """One batch call's outcome: resolves :attr:`future` once appending ended
     (:meth:`seal`) and every segment is resolved."""
@@ -227,7 +231,7 @@ class BatchCompletion:
         self.failures: list[BatchFailure] = []
         self.sealed = False
 
-    def attach(self, batch: ProducerBatch, start: int, count: int, indexes: Sequence[int]) -> None:
+    def attach(self, batch: SegmentHolder, start: int, count: int, indexes: Sequence[int]) -> None:
         """Record that ``batch`` holds ``count`` of the call's records from its position
         ``start``: the call's records ``indexes``."""
         segment = Segment(self, start, count, indexes)

@@ -41,7 +41,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Coroutine, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
@@ -51,9 +51,9 @@ from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.producer.accumulator import Accumulator, ProducerBatch
 from aiostream_kafka.producer.config import ProducerConfig
+from aiostream_kafka.producer.errors import broker_error
 from aiostream_kafka.producer.idempotence import IdempotenceState
 from aiostream_kafka.protocol import compression as codecs
-from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -62,12 +62,9 @@ from aiostream_kafka.protocol.messages.produce import ProduceRequest, ProduceRes
 from aiostream_kafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from aiostream_kafka.structs import TopicPartition
 
-if TYPE_CHECKING:
-    from aiostream_kafka.producer.transactions import TransactionManager
-
 log = logging.getLogger(__name__)
 
-__all__ = ["Sender", "broker_error"]
+__all__ = ["Sender", "TransactionGate", "broker_error"]
 
 # Errors after which the partition's leader as we know it is probably wrong.
 _STALE_METADATA = frozenset(
@@ -96,15 +93,47 @@ _MAX_EPOCH = 32767
 _MAX_CODEC_JOBS = 2
 
 
-def broker_error(code: int, context: str, broker_message: str | None = None) -> KafkaError:
-    """The typed exception of Kafka error ``code``, its message saying what it concerns."""
-    info = ec.ERRORS_BY_CODE.get(code)
-    name = info.name if info else f"error {code}"
-    detail = broker_message or (info.description if info else "")
-    cls: type[KafkaError] = ec.error_for_code(code)
-    if code == _MESSAGE_TOO_LARGE:
-        cls = ec.RecordTooLargeError
-    return cls(f"{context}: {name}: {detail}".rstrip(": "))
+class TransactionGate(Protocol):
+    """What the sender uses of a transactional producer's transaction manager
+    (``producer.transactions.TransactionManager`` satisfies it): whether records may go,
+    the partitions' registration (AddPartitionsToTxn, protocol v1), and the outcomes of
+    Produce that concern the transaction."""
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    @property
+    def fatal_error(self) -> KafkaError | None:
+        """The fatal error that ended the producer, if any."""
+        ...
+
+    def unsent_refusal(self) -> KafkaError | None:
+        """The error to fail the records not yet sent with; None while they may go."""
+        ...
+
+    def needs_enrolment(self, tp: TopicPartition) -> bool:
+        """Whether the batches of ``tp`` must wait before their first Produce."""
+        ...
+
+    def maybe_enrol(self, wakeup: asyncio.Event) -> None:
+        """Register the partitions waiting (``wakeup`` is set when done)."""
+        ...
+
+    def produce_version_cap(self) -> int | None:
+        """The highest Produce version transactional requests may use, if capped."""
+        ...
+
+    def fatal(self, error: KafkaError) -> KafkaError:
+        """End the producer with ``error``; returns the fatal error (the first one)."""
+        ...
+
+    def bump_on_abort(self) -> None:
+        """A partition's sequences are lost: aborting must bump the epoch."""
+        ...
+
+    def record_failed(self, error: KafkaError) -> None:
+        """The sender gave up on a record of the transaction: it cannot commit."""
+        ...
 
 
 class Sender:
@@ -116,7 +145,7 @@ class Sender:
         accumulator: Accumulator,
         config: ProducerConfig,
         idempotence: IdempotenceState | None,
-        transactions: TransactionManager | None = None,
+        transactions: TransactionGate | None = None,
     ) -> None:
         self.cluster = cluster
         self.acc = accumulator

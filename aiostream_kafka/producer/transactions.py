@@ -71,6 +71,7 @@ from aiostream_kafka.errors import (
     UnsupportedVersionError,
 )
 from aiostream_kafka.net.connection import BrokerConnection
+from aiostream_kafka.producer.errors import broker_error
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.base import Request
 from aiostream_kafka.protocol.messages.add_offsets_to_txn import (
@@ -465,8 +466,6 @@ class TransactionManager:
         """Classify a transaction coordinator's error ``code`` (KIP-1050): a retriable error
         is returned as is (the call retries it); an abortable one makes the transaction
         abortable; anything else is fatal."""
-        from aiostream_kafka.producer.sender import broker_error
-
         typed = broker_error(code, f"{what} (transactional id {self.transactional_id!r})",
                              message)  # fmt: skip
         if typed.retriable:
