@@ -206,6 +206,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aiostream_kafka.serde",
             "aiostream_kafka.concurrency",
             "aiostream_kafka.retry",
+            "aiostream_kafka._args",  # argument checks shared by the clients (imports structs)
             "aiostream_kafka.protocol.*",
             "aiostream_kafka.admin.types",  # value types only (imports structs)
         ),
@@ -237,6 +238,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "aiostream_kafka",  # the root: lazy re-exports of every client
             "aiostream_kafka.exactly_once",
+            "aiostream_kafka.supervisor",
             "aiostream_kafka.fastapi",
             "aiostream_kafka.spark.*",
             "aiostream_kafka.testing.*",
