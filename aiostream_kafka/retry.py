@@ -114,6 +114,7 @@ async def retry_until(
     limit: str | None = None,
     retriable: Callable[[Exception], bool] = is_retriable,
     between: Callable[[Exception], Awaitable[float | None]] | None = None,
+    give_up: Callable[[KafkaTimeoutError], Exception] | None = None,
 ) -> T:
     """Run ``attempt()`` until it returns, and return what it returned.
 
@@ -126,7 +127,9 @@ async def retry_until(
 
     Raises:
         KafkaTimeoutError: the deadline passed; its message names ``what``, ``limit`` and
-            the last retriable error, which is also its ``__cause__``.
+            the last retriable error, which is also its ``__cause__``. With ``give_up``,
+            what ``give_up(that timeout)`` returns is raised instead (caused by it): for
+            a call whose documented error at its deadline is another.
         Exception: the first error ``retriable`` refuses, at once (also what ``between``
             raises). Cancellation propagates: nothing is retried or waited after it.
     """
@@ -146,24 +149,37 @@ async def retry_until(
                     if between is not None:
                         wait = await between(exc)
         except TimeoutError:
-            if scope.expired():
-                raise _timed_out(what, limit, last) from last
-            raise
+            if not scope.expired():
+                raise  # not ours: the attempt's own
+        if scope.expired():
+            raise _deadline_passed(what, limit, last, give_up)
         delay = backoff.next_delay() if wait is None else backoff.jittered(wait)
         if deadline is not None and time.monotonic() + delay >= deadline:
-            raise _timed_out(what, limit, last) from last
+            raise _deadline_passed(what, limit, last, give_up)
         log.debug("%s: %s: %s; retrying in %.0f ms", what, type(last).__name__, last,
                   delay * 1000)  # fmt: skip
         await asyncio.sleep(delay)
 
 
-def _timed_out(what: str, limit: str | None, last: Exception | None) -> KafkaTimeoutError:
+def _deadline_passed(
+    what: str,
+    limit: str | None,
+    last: Exception | None,
+    give_up: Callable[[KafkaTimeoutError], Exception] | None,
+) -> Exception:
+    """The error to raise at the deadline, chained to ``last``."""
     cause = (
         f"last error: {type(last).__name__}: {last}"
         if last is not None
         else "the first attempt had not finished"
     )
-    return KafkaTimeoutError(f"{what} did not succeed within {limit or 'its deadline'}; {cause}")
+    timeout = KafkaTimeoutError(f"{what} did not succeed within {limit or 'its deadline'}; {cause}")
+    timeout.__cause__ = last
+    if give_up is None:
+        return timeout
+    error = give_up(timeout)
+    error.__cause__ = timeout
+    return error
 
 
 def _on_loop_clock(deadline: float) -> float:
