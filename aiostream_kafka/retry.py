@@ -122,8 +122,9 @@ async def retry_until(
     the call waits ``backoff.next_delay()`` (or, jittered, the wait ``between`` returned)
     and tries again. ``deadline`` (a :func:`time.monotonic` value; ``None``: none) bounds
     everything: the attempt in progress and ``between`` are cut when it passes, and a wait
-    that would end past it is not started. ``what`` and ``limit`` (e.g. ``"60000 ms"``,
-    ``"max_block_ms=60000"``) name the call and its limit in the timeout's message.
+    that would end past it ends at it, with no attempt after. ``what`` and ``limit``
+    (e.g. ``"60000 ms"``, ``"max_block_ms=60000"``) name the call and its limit in the
+    timeout's message.
 
     Raises:
         KafkaTimeoutError: the deadline passed; its message names ``what``, ``limit`` and
@@ -155,6 +156,9 @@ async def retry_until(
             raise _deadline_passed(what, limit, last, give_up)
         delay = backoff.next_delay() if wait is None else backoff.jittered(wait)
         if deadline is not None and time.monotonic() + delay >= deadline:
+            # No attempt can start before the deadline: the call gives up at it (its
+            # timeout says "within" the limit), not a back-off earlier.
+            await asyncio.sleep(max(deadline - time.monotonic(), 0.0))
             raise _deadline_passed(what, limit, last, give_up)
         log.debug("%s: %s: %s; retrying in %.0f ms", what, type(last).__name__, last,
                   delay * 1000)  # fmt: skip
