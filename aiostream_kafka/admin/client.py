@@ -10,6 +10,7 @@ error as its typed exception, naming the topic, partition or group it concerns.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import time
@@ -46,7 +47,6 @@ from aiostream_kafka.errors import (
     ConfigError,
     KafkaError,
     KafkaTimeoutError,
-    NetworkError,
     UnsupportedVersionError,
 )
 from aiostream_kafka.options import check_options
@@ -93,6 +93,7 @@ from aiostream_kafka.protocol.messages.incremental_alter_configs import (
 from aiostream_kafka.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from aiostream_kafka.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -334,41 +335,28 @@ class Admin:
         the timeout; refresh metadata (of ``topics`` too) between attempts. The timeout
         bounds the whole call, the attempt in progress and its metadata refresh included."""
         limit_ms = self._timeout_ms(timeout_ms)
-        deadline = time.monotonic() + limit_ms / 1000
-        backoff_ms = self.config.retry_backoff_ms
-        error: KafkaError | None = None
-        while True:
+
+        async def unwrapped() -> T:
             try:
-                async with asyncio.timeout_at(_loop_deadline(deadline)):
-                    return await attempt()
-            except TimeoutError:
-                raise KafkaTimeoutError(
-                    f"{what} did not succeed within {limit_ms} ms"
-                    + (f"; last error: {type(error).__name__}: {error}" if error else "")
-                ) from error
+                return await attempt()
             except _Retry as retry:
-                error = retry.cause
-            except (NetworkError, KafkaTimeoutError) as exc:
-                error = exc
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                error = exc
-            if time.monotonic() + backoff_ms / 1000 >= deadline:
-                raise KafkaTimeoutError(
-                    f"{what} did not succeed within {self._timeout_ms(timeout_ms)} ms; "
-                    f"last error: {type(error).__name__}: {error}"
-                ) from error
-            log.debug("%s: retrying after %s", what, error)
-            await asyncio.sleep(backoff_ms / 1000)
-            backoff_ms = min(backoff_ms * 2, self.config.retry_backoff_max_ms)
+                # A retriable error the attempt reports: the timeout names it.
+                raise retry.cause from retry.cause.__cause__
+
+        async def between(error: Exception) -> None:
             if isinstance(error, ec.NotCoordinatorError | ec.CoordinatorNotAvailableError):
                 self._coordinators.clear()  # the coordinator moved: look it up again
-            try:
-                async with asyncio.timeout_at(_loop_deadline(deadline)):
-                    await self._cluster.refresh(topics)
-            except (KafkaTimeoutError, TimeoutError):
-                pass  # the next attempt reports the real problem
+            with contextlib.suppress(KafkaTimeoutError):
+                await self._cluster.refresh(topics)  # else the next attempt reports it
+
+        return await retry_until(
+            what,
+            unwrapped,
+            deadline=time.monotonic() + limit_ms / 1000,
+            limit=f"{limit_ms} ms",
+            backoff=Backoff.of(self.config),
+            between=between,
+        )
 
     def _raise_first(
         self, errors: dict[str, KafkaError], final: tuple[type[KafkaError], ...] = ()
@@ -1243,11 +1231,6 @@ def _decode_assignment(raw: bytes | memoryview) -> list[TopicPartition]:
     return [
         TopicPartition(t.topic, p) for t in assignment.assigned_partitions for p in t.partitions
     ]
-
-
-def _loop_deadline(deadline: float) -> float:
-    """``deadline`` (a ``time.monotonic()`` value) on the running loop's clock."""
-    return asyncio.get_running_loop().time() + (deadline - time.monotonic())
 
 
 habits.install(Admin)  # aiokafka names raise, naming ours (aiostream_kafka.habits)

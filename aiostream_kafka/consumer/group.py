@@ -45,6 +45,7 @@ from aiostream_kafka.errors import CommitFailedError, ConfigError, KafkaError
 from aiostream_kafka.group.assignors import assignor_for
 from aiostream_kafka.group.config import GroupConfig
 from aiostream_kafka.group.coordinator import GroupCoordinator, GroupState
+from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
 
 from .config import GroupOptions
@@ -240,24 +241,28 @@ class ConsumerGroup:
         """The committed offsets of newly assigned ``partitions``: retried (heartbeats go
         on meanwhile) while the error is retriable; otherwise the consumer fails with it."""
         group = self.coordinator.config.group_id
-        backoff = self.coordinator.config.retry_backoff_ms / 1000
-        while True:
-            try:
-                committed = await self.coordinator.offsets.committed(partitions)
-            except KafkaError as exc:
-                if not exc.retriable:
-                    log.error("group %s: cannot read the committed offsets of %d assigned "
-                              "partitions: %s", group, len(partitions), exc)  # fmt: skip
-                    self.assign_problem = f"committed offsets not readable: {exc}"
-                    self.engine.fail(exc)
-                    raise
-                self.assign_problem = f"committed offsets not available yet, retrying: {exc}"
-                log.warning("group %s: %s", group, self.assign_problem)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.coordinator.config.retry_backoff_max_ms / 1000)
-                continue
-            self.assign_problem = None
-            return committed
+
+        async def note(error: Exception) -> None:
+            self.assign_problem = f"committed offsets not available yet, retrying: {error}"
+            log.warning("group %s: %s", group, self.assign_problem)
+
+        try:
+            committed = await retry_until(
+                f"group {group!r}: committed offsets of {len(partitions)} assigned partitions",
+                lambda: self.coordinator.offsets.committed(partitions),
+                deadline=None,  # each look-up has its own (default_api_timeout_ms)
+                backoff=Backoff.of(self.coordinator.config),
+                retriable=lambda error: isinstance(error, KafkaError) and error.retriable,
+                between=note,
+            )
+        except KafkaError as exc:
+            log.error("group %s: cannot read the committed offsets of %d assigned "
+                      "partitions: %s", group, len(partitions), exc)  # fmt: skip
+            self.assign_problem = f"committed offsets not readable: {exc}"
+            self.engine.fail(exc)
+            raise
+        self.assign_problem = None
+        return committed
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
         try:

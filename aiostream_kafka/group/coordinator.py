@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import enum
 import logging
-import random
 import re
 import time
 from collections.abc import Collection, Sequence
@@ -65,6 +64,7 @@ from aiostream_kafka.protocol.messages.heartbeat import HeartbeatRequest, Heartb
 from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from aiostream_kafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from aiostream_kafka.retry import Backoff
 from aiostream_kafka.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -316,7 +316,9 @@ class GroupCoordinator:
     # -- membership ------------------------------------------------------------------------
 
     async def _membership_loop(self) -> None:
-        backoff = self.config.retry_backoff_ms / 1000
+        # Join retries: a state machine that runs as long as the member does, so the
+        # back-off alone (not retry_until); it starts over after each join that succeeds.
+        backoff = Backoff.of(self.config)
         interval = self.config.metadata_check_interval_ms / 1000
         while not self._closing and self._pattern is not None:
             try:
@@ -324,7 +326,7 @@ class GroupCoordinator:
                 break
             except KafkaError as exc:
                 log.debug("group %s: cannot match the pattern yet: %s", self.config.group_id, exc)
-                await asyncio.sleep(backoff)
+                await asyncio.sleep(backoff.initial_s)
         while not self._closing:
             if self.state is GroupState.STABLE and not self._rejoin.is_set():
                 # A missing subscribed topic is looked for more often, so that it is
@@ -349,7 +351,7 @@ class GroupCoordinator:
                               self.config.group_id, exc)  # fmt: skip
             try:
                 await self._join_and_sync()
-                backoff = self.config.retry_backoff_ms / 1000
+                backoff.reset()
             except _Rejoin as again:
                 log.debug("group %s: join again: %s", self.config.group_id, again)
                 self._rejoin.set()
@@ -358,8 +360,7 @@ class GroupCoordinator:
             except (NetworkError, KafkaTimeoutError) as exc:
                 self.coordinator_lost(exc)
                 self._rejoin.set()
-                await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
-                backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+                await asyncio.sleep(backoff.next_delay())
             except (FencedMemberError, ConfigError) as exc:
                 await self._fail(exc, GroupState.FENCED if isinstance(exc, FencedMemberError)
                                  else GroupState.FAILED)  # fmt: skip
@@ -367,8 +368,7 @@ class GroupCoordinator:
             except KafkaError as exc:
                 if exc.retriable:
                     self._rejoin.set()
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+                    await asyncio.sleep(backoff.next_delay())
                     continue
                 await self._fail(exc, GroupState.FAILED)
                 return

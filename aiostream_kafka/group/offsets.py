@@ -10,7 +10,6 @@ out). Both retry coordinator moves and network errors up to ``default_api_timeou
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Collection, Mapping
@@ -33,6 +32,7 @@ from aiostream_kafka.protocol.messages.offset_commit import (
     OffsetCommitResponse,
 )
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
 
 _UNKNOWN_MEMBER_ID = 25
@@ -40,6 +40,14 @@ _ILLEGAL_GENERATION = 22
 _REBALANCE_IN_PROGRESS = 27
 _FENCED_INSTANCE_ID = 82
 _ZERO_UUID = uuid.UUID(int=0)
+#: Errors retried after looking the coordinator up again.
+_COORDINATOR_TROUBLE = (
+    NetworkError,
+    KafkaTimeoutError,
+    ec.NotCoordinatorError,
+    ec.CoordinatorNotAvailableError,
+    ec.CoordinatorLoadInProgressError,
+)
 
 
 class Membership(Protocol):
@@ -88,28 +96,20 @@ class GroupOffsets:
                 f"group {self.config.group_id!r}: cannot commit offsets of {not_owned}: this "
                 "member does not own them (they were revoked or lost in a rebalance)"
             )
-        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
-        backoff = self.config.retry_backoff_ms / 1000
-        while True:
-            try:
-                await self._commit_once(offsets)
-                return
-            except (NetworkError, KafkaTimeoutError) as exc:
-                self._member.coordinator_lost(exc)
-                error: KafkaError = exc
-            except ec.NotCoordinatorError as exc:
-                self._member.coordinator_lost(exc)
-                error = exc
-            except (ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError) as exc:
-                self._member.coordinator_lost(exc)
-                error = exc
-            if time.monotonic() + backoff > deadline:
-                raise KafkaTimeoutError(
-                    f"group {self.config.group_id!r}: commit not accepted within "
-                    f"{self.config.default_api_timeout_ms} ms: {error}"
-                ) from error
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.config.retry_backoff_max_ms / 1000)
+        limit_ms = self.config.default_api_timeout_ms
+
+        async def lost(error: Exception) -> None:
+            self._member.coordinator_lost(error)  # look it up again
+
+        await retry_until(
+            f"group {self.config.group_id!r}: commit",
+            lambda: self._commit_once(offsets),
+            deadline=time.monotonic() + limit_ms / 1000,
+            limit=f"{limit_ms} ms",
+            backoff=Backoff.of(self.config),
+            retriable=lambda error: isinstance(error, _COORDINATOR_TROUBLE),
+            between=lost,
+        )
 
     async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         node = await self._member.coordinator_node()
@@ -185,21 +185,26 @@ class GroupOffsets:
         parts = sorted(set(partitions))
         if not parts:
             return {}
-        deadline = time.monotonic() + self.config.default_api_timeout_ms / 1000
-        while True:
-            try:
-                return await self._committed_once(parts)
-            except (NetworkError, KafkaTimeoutError, ec.NotCoordinatorError,
-                    ec.CoordinatorNotAvailableError, ec.CoordinatorLoadInProgressError,
-                    ec.UnstableOffsetCommitError) as exc:  # fmt: skip
-                if not isinstance(exc, ec.UnstableOffsetCommitError):
-                    self._member.coordinator_lost(exc)
-                if time.monotonic() > deadline:
-                    raise KafkaTimeoutError(
-                        f"group {self.config.group_id!r}: committed offsets not available "
-                        f"within {self.config.default_api_timeout_ms} ms: {exc}"
-                    ) from exc
-                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+        limit_ms = self.config.default_api_timeout_ms
+
+        async def between(error: Exception) -> None:
+            if not isinstance(error, ec.UnstableOffsetCommitError):
+                self._member.coordinator_lost(error)  # look it up again
+
+        # A steady wait (retry_backoff_ms, jittered): a pending transactional commit is
+        # usually over within milliseconds.
+        steady = self.config.retry_backoff_ms / 1000
+        return await retry_until(
+            f"group {self.config.group_id!r}: committed offsets",
+            lambda: self._committed_once(parts),
+            deadline=time.monotonic() + limit_ms / 1000,
+            limit=f"{limit_ms} ms",
+            backoff=Backoff(steady, steady),
+            retriable=lambda error: isinstance(
+                error, (*_COORDINATOR_TROUBLE, ec.UnstableOffsetCommitError)
+            ),
+            between=between,
+        )
 
     async def _committed_once(
         self, parts: list[TopicPartition]

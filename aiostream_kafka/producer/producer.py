@@ -57,6 +57,7 @@ from aiostream_kafka.producer.transactions import (
 )
 from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.records import HEADER_SIZE
+from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.serde import Serializer, serialize
 from aiostream_kafka.structs import ConsumerGroupMetadata, RecordMetadata, TopicPartition
 
@@ -75,6 +76,10 @@ _ONLY_BYTES = frozenset({bytes})
 # A batch call yields to the event loop after this many new batches (so that the sender
 # starts on them while it appends more, with a few partitions' batches per request).
 _YIELD_EVERY = 4
+
+
+class _TopicNotReady(Exception):
+    """A topic (or partition) not (yet) in the metadata: waited for up to max_block_ms."""
 
 
 class ProducerClosedError(ClientClosedError):
@@ -1397,44 +1402,57 @@ class Producer:
         """Wait up to ``max_block_ms`` for ``topic`` (and ``partition``) in the metadata."""
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"topic must be a non-empty str, got {topic!r}")
-        deadline = time.monotonic() + self._max_block_s
-        backoff = self.client_config.retry_backoff_ms / 1000
-        error_code = 3
-        while True:
-            remaining = deadline - time.monotonic()
+        limit = f"max_block_ms={self.config.max_block_ms}"
+
+        async def attempt() -> TopicMetadata:
+            refresh_error: KafkaTimeoutError | None = None
             try:
-                async with asyncio.timeout(max(remaining, 0.001)):
-                    snapshot = await self._cluster.refresh([topic])
-            except TimeoutError:
-                snapshot = self._cluster.snapshot
-            except KafkaTimeoutError:
-                snapshot = self._cluster.snapshot
+                snapshot = await self._cluster.refresh([topic])
+            except KafkaTimeoutError as exc:
+                snapshot, refresh_error = self._cluster.snapshot, exc
             meta = snapshot.topics.get(topic)
-            if meta is not None:
-                error_code = meta.error_code
-                if error_code == 0 and meta.partitions:
-                    if partition is None or partition in meta.partitions:
-                        return meta
-                elif error_code and error_code not in _TRANSIENT_TOPIC_ERRORS:
+            if meta is None:
+                reason = f"the metadata has no topic {topic!r}"
+            elif meta.error_code:
+                if meta.error_code not in _TRANSIENT_TOPIC_ERRORS:
                     self._cluster.untrack([topic])
-                    raise broker_error(error_code, f"topic {topic!r}")
+                    raise broker_error(meta.error_code, f"topic {topic!r}")
+                reason = f"topic {topic!r}: {ec.ERRORS_BY_CODE[meta.error_code].name}"
+            elif not meta.partitions:
+                reason = f"topic {topic!r} has no partitions yet"
+            elif partition is None or partition in meta.partitions:
+                return meta
+            else:
+                reason = f"topic {topic!r} has no partition {partition}"
             if self._state != "running":
                 raise self._not_running()
-            if time.monotonic() + backoff >= deadline:
-                self._cluster.untrack([topic])
-                if meta is not None and error_code == 0 and partition is not None:
-                    raise ec.UnknownTopicOrPartitionError(
-                        f"partition {partition} of topic {topic!r} does not exist (it has "
-                        f"{len(meta.partitions)}), still after max_block_ms="
-                        f"{self.config.max_block_ms}"
-                    )
-                raise ec.UnknownTopicOrPartitionError(
-                    f"topic {topic!r} is not in the cluster metadata after max_block_ms="
-                    f"{self.config.max_block_ms} (create it first: automatic topic creation "
-                    "is not requested)"
+            if refresh_error is not None:
+                reason += f" (refreshing it: {refresh_error})"
+            raise _TopicNotReady(reason)
+
+        def unknown(timeout: KafkaTimeoutError) -> Exception:
+            self._cluster.untrack([topic])
+            meta = self._cluster.snapshot.topics.get(topic)
+            last = f"; last: {timeout.__cause__}" if timeout.__cause__ is not None else ""
+            if meta is not None and meta.error_code == 0 and partition is not None:
+                return ec.UnknownTopicOrPartitionError(
+                    f"partition {partition} of topic {topic!r} does not exist (it has "
+                    f"{len(meta.partitions)}), still after {limit}{last}"
                 )
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self.client_config.retry_backoff_max_ms / 1000)
+            return ec.UnknownTopicOrPartitionError(
+                f"topic {topic!r} is not in the cluster metadata after {limit} (create it "
+                f"first: automatic topic creation is not requested){last}"
+            )
+
+        return await retry_until(
+            f"the metadata of topic {topic!r}",
+            attempt,
+            deadline=time.monotonic() + self._max_block_s,
+            limit=limit,
+            backoff=Backoff.of(self.client_config),
+            retriable=lambda error: isinstance(error, _TopicNotReady),
+            give_up=unknown,
+        )
 
     async def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of ``topic``, waiting up to ``max_block_ms`` for its metadata.

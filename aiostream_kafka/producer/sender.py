@@ -60,6 +60,7 @@ from aiostream_kafka.protocol.messages.init_producer_id import (
 )
 from aiostream_kafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from aiostream_kafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
+from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -791,42 +792,49 @@ class Sender:
         assert idem is not None
         # A new id: at start, or when the epoch is exhausted (brokers hand a
         # non-transactional producer a new id rather than bump the epoch of its old one).
-        backoff = self.retry_backoff_s
         request = InitProducerIdRequest(
             transactional_id=None,
             transaction_timeout_ms=60_000,
             producer_id=NO_PRODUCER_ID,
             producer_epoch=NO_PRODUCER_EPOCH,
         )
+
+        async def attempt() -> None:
+            if self._stopping:
+                return
+            response = await self.cluster.send(None, request)
+            assert isinstance(response, InitProducerIdResponse)
+            if response.error_code == 0:
+                old = (idem.producer_id, idem.producer_epoch)
+                idem.reset(response.producer_id, response.producer_epoch)
+                self._resequence()
+                log.info(
+                    "idempotent producer id %d epoch %d (was %d/%d)",
+                    response.producer_id,
+                    response.producer_epoch,
+                    *old,
+                )
+                return
+            error = broker_error(response.error_code, "InitProducerId")
+            if error.retriable:
+                raise error
+            log.error("cannot get a producer id: %s", error)
+            self.acc.fail_all(error)
+            idem.bump_reason = None
+
+        async def between(error: Exception) -> None:
+            log.info("InitProducerId failed (%s); retrying", error)
+            self.acc.wakeup.set()  # let the sender expire batches meanwhile
+
         try:
-            while not self._stopping:
-                try:
-                    response = await self.cluster.send(None, request)
-                except (NetworkError, KafkaTimeoutError) as exc:
-                    error: KafkaError = exc
-                else:
-                    assert isinstance(response, InitProducerIdResponse)
-                    if response.error_code == 0:
-                        old = (idem.producer_id, idem.producer_epoch)
-                        idem.reset(response.producer_id, response.producer_epoch)
-                        self._resequence()
-                        log.info(
-                            "idempotent producer id %d epoch %d (was %d/%d)",
-                            response.producer_id,
-                            response.producer_epoch,
-                            *old,
-                        )
-                        return
-                    error = broker_error(response.error_code, "InitProducerId")
-                    if not error.retriable:
-                        log.error("cannot get a producer id: %s", error)
-                        self.acc.fail_all(error)
-                        idem.bump_reason = None
-                        return
-                log.info("InitProducerId failed (%s); retrying", error)
-                self.acc.wakeup.set()  # let the sender expire batches meanwhile
-                await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
-                backoff = min(backoff * 2, self.retry_backoff_max_s)
+            # No deadline: the sender expires the waiting batches (delivery_timeout_ms).
+            await retry_until(
+                "InitProducerId",
+                attempt,
+                deadline=None,
+                backoff=Backoff(self.retry_backoff_s, self.retry_backoff_max_s),
+                between=between,
+            )
         finally:
             self._pid_task = None
             self.acc.wakeup.set()

@@ -56,7 +56,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
@@ -93,6 +92,7 @@ from aiostream_kafka.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitResponse,
 )
 from aiostream_kafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import ConsumerGroupMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -128,6 +128,13 @@ _V2_MIN: dict[type[Request], int] = {
 # written, which takes milliseconds: retry it sooner than other errors (the Java client's
 # 20 ms for AddPartitionsToTxn).
 _CONCURRENT_BACKOFF_S = 0.02
+#: Errors after which the coordinator is looked up again.
+_COORDINATOR_GONE = (
+    NetworkError,
+    KafkaTimeoutError,
+    ec.NotCoordinatorError,
+    ec.CoordinatorNotAvailableError,
+)
 
 # Coordinator answers that make the transaction abortable (KIP-1050), as in the Java client.
 _ABORTABLE_CODES = frozenset(
@@ -209,8 +216,6 @@ class TransactionManager:
         #: Transaction protocol v2 (KIP-890 part 2), decided at init_transactions().
         self.v2 = False
         self._max_block_s = config.max_block_ms / 1000
-        self._backoff_s = cluster.config.retry_backoff_ms / 1000
-        self._backoff_max_s = cluster.config.retry_backoff_max_ms / 1000
         self._coordinator: int | None = None
         self._group_coordinators: dict[str, int] = {}
         # The current transaction: partitions registered (v2: written to), whether any
@@ -527,42 +532,37 @@ class TransactionManager:
     ) -> T:
         """Run ``attempt`` on a connection to the coordinator until it succeeds, retrying
         retriable errors with exponential back-off (rediscovering the coordinator after it
-        moved or a connection failed) until ``deadline``.
+        moved or a connection failed) until ``deadline``, which also cuts the attempt in
+        progress.
 
         Raises:
-            KafkaTimeoutError: still failing with a retriable error at the deadline.
+            KafkaTimeoutError: still failing (or the attempt still running) at the
+                deadline; it names the last error.
             KafkaError: the first error that is not retriable (already classified).
         """
-        backoff = self._backoff_s
-        while True:
-            try:
-                conn = await self._coordinator_connection(group_id)
-                return await attempt(conn)
-            except (NetworkError, KafkaTimeoutError, ec.NotCoordinatorError,
-                    ec.CoordinatorNotAvailableError) as exc:  # fmt: skip
-                self._forget_coordinator(group_id)
-                error: KafkaError = exc
-                delay = backoff
-            except KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                error = exc
-                delay = (
-                    min(backoff, _CONCURRENT_BACKOFF_S)
-                    if isinstance(exc, ec.ConcurrentTransactionsError)
-                    else backoff
-                )
+        backoff = Backoff.of(self.cluster.config)
+
+        async def once() -> T:
+            return await attempt(await self._coordinator_connection(group_id))
+
+        async def between(error: Exception) -> float | None:
+            if isinstance(error, _COORDINATOR_GONE):
+                self._forget_coordinator(group_id)  # look it up again
             self._check_not_fatal()
-            now = time.monotonic()
-            if now + delay > deadline:
-                raise KafkaTimeoutError(
-                    f"{what} for transactional id {self.transactional_id!r} did not complete "
-                    f"within max_block_ms={self.config.max_block_ms}: {type(error).__name__}: "
-                    f"{error}"
-                ) from error
-            log.debug("%s: %s; retrying in %.0f ms", what, error, delay * 1000)
-            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-            backoff = min(max(delay, self._backoff_s) * 2, self._backoff_max_s)
+            if isinstance(error, ec.ConcurrentTransactionsError):
+                # An earlier transaction still ending: it ends soon, ask again soon.
+                backoff.reset()
+                return min(_CONCURRENT_BACKOFF_S, backoff.initial_s)
+            return None
+
+        return await retry_until(
+            f"{what} for transactional id {self.transactional_id!r}",
+            once,
+            deadline=deadline,
+            limit=f"max_block_ms={self.config.max_block_ms}",
+            backoff=backoff,
+            between=between,
+        )
 
     def _version(self, conn: BrokerConnection, request_type: type[Request], v1_max: int) -> int:
         version = conn.version_for(request_type)
