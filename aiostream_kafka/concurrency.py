@@ -130,6 +130,14 @@ def retrieve(task: asyncio.Future[Any], what: str | None = None) -> BaseExceptio
     return exc
 
 
+def mark_retrieved(future: asyncio.Future[Any]) -> None:
+    """Mark ``future``'s outcome as retrieved, silently (a done callback for a future whose
+    error reaches the application another way: awaited by a caller who may have given up,
+    or reported by the call that abandoned it), so that asyncio never logs it as lost."""
+    if not future.cancelled():
+        future.exception()
+
+
 async def stop_tasks(
     tasks: Iterable[asyncio.Future[Any] | None], *, grace_s: float = CANCEL_GRACE_S
 ) -> None:

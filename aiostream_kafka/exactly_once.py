@@ -24,12 +24,12 @@ import logging
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from typing import Union
 
-from aiostream_kafka.concurrency import shielded
+from aiostream_kafka.concurrency import mark_retrieved, shielded
 from aiostream_kafka.consumer import Consumer, ConsumerStateError
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.producer import Producer, ProducerRecord, TransactionState
 from aiostream_kafka.protocol.error_codes import TransactionAbortableError
-from aiostream_kafka.structs import Record, RecordMetadata, TopicPartition
+from aiostream_kafka.structs import Record, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -175,10 +175,10 @@ class _OpenTransaction:
         # A record that fails makes the commit raise; its future needs no reader.
         if isinstance(result, AsyncIterable):
             async for record in result:
-                (await producer.enqueue_record(record)).add_done_callback(_retrieve)
+                (await producer.enqueue_record(record)).add_done_callback(mark_retrieved)
         else:
             for record in result:
-                (await producer.enqueue_record(record)).add_done_callback(_retrieve)
+                (await producer.enqueue_record(record)).add_done_callback(mark_retrieved)
 
     async def end(self) -> int:
         """Commit the transaction with its offsets (1), or abort it (0) when one of its
@@ -247,7 +247,3 @@ async def _shielded_abort(producer: Producer) -> None:
     except Exception as exc:
         log.warning("exactly-once: aborting the open transaction failed: %r", exc)
 
-
-def _retrieve(future: asyncio.Future[RecordMetadata]) -> None:
-    if not future.cancelled():
-        future.exception()

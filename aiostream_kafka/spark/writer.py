@@ -40,6 +40,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from aiostream_kafka.concurrency import mark_retrieved
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.producer import BatchMetadata, Producer, ProducerConfig
 
@@ -308,12 +309,6 @@ def producer_kwargs(opts: SinkOptions) -> dict[str, Any]:
     return kwargs
 
 
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Mark a failure as retrieved: a call's future is awaited unless an earlier error
-    ended the task first (then the task's error is the one reported)."""
-    if not future.cancelled():
-        future.exception()
-
 
 async def _write_batches(
     opts: SinkOptions, batches: Iterator[pa.RecordBatch], next_batch: Any
@@ -348,7 +343,7 @@ async def _write_batches(
                     headers=run.headers,
                     partition=run.partition,
                 )
-                future.add_done_callback(_retrieve)  # a failure is raised once awaited
+                future.add_done_callback(mark_retrieved)  # a failure is raised once awaited
                 pending.append((future, len(run.values)))
                 pending_rows += len(run.values)
             rows += batch.num_rows
