@@ -34,6 +34,10 @@ pytestmark = [
 ]
 
 
+# Fixtures of this module that start brokers: their tests are marked ``broker`` (conftest).
+broker_fixtures = ("proxied",)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def proxied() -> AsyncIterator[KafkaCluster]:
     async with KafkaCluster(brokers=1, proxied=True) as cluster:
