@@ -148,17 +148,7 @@ async def test_buffer_memory_wait_times_out_after_max_block_ms(proxied: KafkaClu
         assert (await first).offset == 1
 
 
-# -- a 3-broker cluster -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def three_brokers():  # type: ignore[no-untyped-def]
-    cluster = KafkaCluster(brokers=3)
-    cluster.start_blocking()
-    try:
-        yield cluster
-    finally:
-        cluster.close_blocking()
+# -- a 3-broker cluster (three_brokers: tests/conftest.py) -----------------------
 
 
 @pytest.mark.slow
