@@ -84,9 +84,7 @@ async def test_a_caller_that_waited_joins_a_batch_opened_meanwhile() -> None:
     acc = accumulator(batch_size=1_000, memory=2_000)
     _, a = await acc.append_new(OTHER, None, b"v", None, 1, 1.0)
     _, b = await acc.append_new(TopicPartition("t", 2), None, b"v", None, 1, 1.0)
-    waiters = [
-        asyncio.create_task(acc.append_new(TP, None, b"v", None, 1, 5.0)) for _ in range(2)
-    ]
+    waiters = [asyncio.create_task(acc.append_new(TP, None, b"v", None, 1, 5.0)) for _ in range(2)]
     await asyncio.sleep(0)
     acc.finish(a)
     acc.finish(b)

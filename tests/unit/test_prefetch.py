@@ -41,8 +41,11 @@ def chunk(base: int, count: int, start: int | None = None) -> Chunk:
 def make(max_bytes: int = 10_000) -> tuple[PrefetchBuffer, Rooms, PartitionState, PartitionState]:
     rooms = Rooms()
     buffer = PrefetchBuffer(max_bytes, 2, rooms)
-    return buffer, rooms, PartitionState(TopicPartition("t", 0), None), PartitionState(
-        TopicPartition("t", 1), None
+    return (
+        buffer,
+        rooms,
+        PartitionState(TopicPartition("t", 0), None),
+        PartitionState(TopicPartition("t", 1), None),
     )
 
 
@@ -91,7 +94,7 @@ def test_partitions_with_data_are_handed_out_round_robin() -> None:
 
 
 def test_a_paused_partition_keeps_its_data_and_resuming_delivers_it() -> None:
-    buffer, rooms, p0, p1 = make()
+    buffer, rooms, p0, _ = make()
     buffer.add_chunk(p0, chunk(0, 2))
     p0.paused = True
     assert buffer.next_ready() is None  # not handed out, not dropped
@@ -121,7 +124,7 @@ async def test_new_data_wakes_waiting_iterators_and_wake_all_wakes_them_too() ->
 
 
 def test_a_queued_error_is_raised_after_the_data_before_it() -> None:
-    buffer, rooms, ps, _ = make()
+    buffer, _, ps, _ = make()
     buffer.add_chunk(ps, chunk(0, 2))
     error = ec.OffsetOutOfRangeError("out of range")
     buffer.add_error(ps, PendingError(error, 2))

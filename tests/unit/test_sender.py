@@ -122,8 +122,8 @@ async def rig() -> AsyncIterator[Callable[..., Rig]]:
             await task
 
 
-async def wait_for(future: asyncio.Future[Any], timeout: float = 2.0) -> Any:
-    async with asyncio.timeout(timeout):
+async def wait_for(future: asyncio.Future[Any], within_s: float = 2.0) -> Any:
+    async with asyncio.timeout(within_s):
         return await future
 
 
