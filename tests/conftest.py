@@ -19,6 +19,17 @@ A test that provokes such a report on purpose opts out with
 ``@pytest.mark.allow_asyncio_errors``. A test that sets its own exception handler on a
 loop sees those reports itself and is not checked for that loop.
 
+The ``broker`` marker (the test tiers): a test that needs a real Kafka broker is marked
+``broker`` -- automatically when it requests one of the broker fixtures
+(:data:`BROKER_FIXTURES`, directly or through another fixture) or a fixture of its module
+listed in the module's ``broker_fixtures`` (a cluster of its own), explicitly
+(``pytest.mark.broker``) when the test body starts a
+:class:`~aiostream_kafka.testing.KafkaCluster` itself. ``make test-fast`` runs
+``-m "not broker"`` (the unit tier: no Java, no broker jars). In such a run (``-m``
+holding ``not broker``, or ``AIOSTREAM_KAFKA_NO_BROKER=1`` in the environment) starting a
+broker raises :class:`BrokerDeselectedError` naming the test: a unit test that needs a
+broker without saying so fails loudly rather than starting Java or being skipped.
+
 Cost: a few loop iterations per test, a collection of the young generations after each
 async or broker test and a full ``gc.collect()`` every 25th test; the time spent
 collecting is printed in the terminal summary.
@@ -30,11 +41,16 @@ import asyncio
 import gc
 import inspect
 import logging
+import os
+import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
+
+from aiostream_kafka.testing import KafkaCluster
 
 
 class _AsyncioErrors(logging.Handler):
@@ -54,9 +70,43 @@ class _AsyncioErrors(logging.Handler):
 _ERRORS = _AsyncioErrors()
 # Full collections after tests that run an event loop's work (async tests, tests on a
 # broker); the pure unit tests (most of the codec's) only every _GC_EVERY tests.
-_BROKER_FIXTURES = frozenset({"kafka_cluster", "new_topic", "kafka_sasl_cluster"})
+#: Fixtures that start (or stand for) a real broker: a test requesting any of them, directly
+#: or through another fixture, is marked ``broker``. ``spark`` (tests/spark/conftest.py)
+#: starts no broker but a JVM (the SparkSession), which the unit tier does without too.
+BROKER_FIXTURES = frozenset(
+    {"kafka_cluster", "new_topic", "kafka_sasl_cluster", "three_brokers", "spark"}
+)
 _GC_EVERY = 25
 logging.getLogger("asyncio").addHandler(_ERRORS)
+
+#: Set in the environment (``make test-fast`` does) to refuse every broker start.
+NO_BROKER_ENV = "AIOSTREAM_KAFKA_NO_BROKER"
+_NOT_BROKER = re.compile(r"\bnot\s+broker\b")
+
+
+class BrokerDeselectedError(RuntimeError):
+    """A test started a Kafka broker in a run that deselected the broker tests."""
+
+
+def brokers_deselected(config: pytest.Config) -> bool:
+    """Whether this run refuses brokers: ``-m`` holds ``not broker``, or
+    ``AIOSTREAM_KAFKA_NO_BROKER`` is set (to anything but ``""``/``0``)."""
+    if os.environ.get(NO_BROKER_ENV, "") not in ("", "0"):
+        return True
+    return bool(_NOT_BROKER.search(config.getoption("markexpr", "") or ""))
+
+
+_current_test = ""
+_original_start = KafkaCluster.start
+
+
+async def _refused_start(self: KafkaCluster) -> None:
+    raise BrokerDeselectedError(
+        f"{_current_test or 'a test'} started a Kafka broker, but this run deselected the "
+        f'broker tests (-m "not broker" or {NO_BROKER_ENV}=1, as make test-fast does). A '
+        "test that needs a broker must be marked: request a broker fixture "
+        f"({', '.join(sorted(BROKER_FIXTURES))}) or add @pytest.mark.broker"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,6 +114,38 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "allow_asyncio_errors: the test provokes asyncio exception-handler reports on purpose",
     )
+    if brokers_deselected(config):
+        # Every broker start goes through KafkaCluster.start (the plugin's fixtures,
+        # start_blocking, ``async with``): refuse it for the session.
+        KafkaCluster.start = _refused_start  # type: ignore[method-assign]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    KafkaCluster.start = _original_start  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``broker`` every test that requests a broker fixture (before ``-m`` selects):
+    one of :data:`BROKER_FIXTURES`, or one its module names in ``broker_fixtures`` (a
+    module-scoped cluster of its own)."""
+    broker = pytest.mark.broker
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        module = getattr(item, "module", None)
+        own = getattr(module, "broker_fixtures", ())
+        if BROKER_FIXTURES.intersection(names) or set(own).intersection(names):
+            item.add_marker(broker)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    global _current_test
+    _current_test = item.nodeid
+    try:
+        return (yield)
+    finally:
+        _current_test = ""
 
 
 def _describe(record: logging.LogRecord) -> str:
@@ -85,11 +167,7 @@ async def _no_unhandled_asyncio_errors(request: pytest.FixtureRequest) -> AsyncI
     _ERRORS.tests += 1
     function = getattr(request.node, "function", None)
     full = _ERRORS.tests % _GC_EVERY == 0
-    if (
-        full
-        or inspect.iscoroutinefunction(function)
-        or _BROKER_FIXTURES.intersection(request.fixturenames)
-    ):
+    if full or inspect.iscoroutinefunction(function) or request.node.get_closest_marker("broker"):
         began = time.perf_counter()
         # The young generations hold what the test just dropped; a full collection costs
         # about 0.2 s late in the suite (92 s over 400 tests), so only every _GC_EVERY.
@@ -105,6 +183,35 @@ async def _no_unhandled_asyncio_errors(request: pytest.FixtureRequest) -> AsyncI
         f"asyncio reported {len(new)} unhandled error(s) during this test:\n{shown}{more}",
         pytrace=False,
     )
+
+
+@pytest.fixture(scope="module")
+def three_brokers_options() -> dict[str, Any]:
+    """Keyword arguments of :class:`KafkaCluster` for ``three_brokers`` (none: the default
+    source and broker settings). A module overrides this fixture to configure its
+    cluster (it may be parametrized: one cluster per parameter)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def three_brokers(three_brokers_options: dict[str, Any]) -> Iterator[KafkaCluster]:
+    """A 3-broker :class:`KafkaCluster` per test module (tests kill and restart its brokers,
+    so modules do not share one), configured by ``three_brokers_options``. A broker that
+    cannot be started is an error, never a skip."""
+    cluster = KafkaCluster(brokers=3, **three_brokers_options)
+    cluster.start_blocking()
+    try:
+        yield cluster
+    finally:
+        cluster.close_blocking()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What exists once the tests are collected (modules, hypothesis strategies, the codec's
+    # tables) lives for the session: moved out of the collector's sight, so that the full
+    # collections above look at what the tests allocate (0.2 s each before, late in a run).
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

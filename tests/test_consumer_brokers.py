@@ -59,6 +59,10 @@ RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 SPREAD = {0: [1, 2, 3], 1: [2, 3, 1], 2: [3, 1, 2]}
 
 
+# Fixtures of this module that start brokers: their tests are marked ``broker`` (conftest).
+broker_fixtures = ("racked",)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def racked() -> AsyncIterator[KafkaCluster]:
     async with KafkaCluster(

@@ -23,16 +23,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def three_brokers():  # type: ignore[no-untyped-def]
-    cluster = KafkaCluster(brokers=3)
-    cluster.start_blocking()
-    try:
-        yield cluster
-    finally:
-        cluster.close_blocking()
-
-
 async def test_killing_the_leader_moves_fetching_to_the_new_leader_without_gap_or_duplicate(
     three_brokers: KafkaCluster,
 ) -> None:

@@ -25,16 +25,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def three_brokers():  # type: ignore[no-untyped-def]
-    cluster = KafkaCluster(brokers=3)
-    cluster.start_blocking()
-    try:
-        yield cluster
-    finally:
-        cluster.close_blocking()
-
-
 def _long_poll(topic: str, topic_id: object, partition: int, epoch: int) -> FetchRequest:
     return FetchRequest(
         replica_id=-1,

@@ -9,7 +9,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import processes_mentioning
@@ -19,10 +21,16 @@ from aiostream_kafka.testing import KafkaCluster, probe
 from aiostream_kafka.testing import jars as jars_module
 from aiostream_kafka.testing.local import cluster as local_cluster
 
-needs_managed = pytest.mark.skipif(
+_managed_only = pytest.mark.skipif(
     bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),
     reason="fault tests need brokers this process starts; KAFKA_BOOTSTRAP_SERVERS is set",
 )
+
+
+def needs_managed(test: Callable[..., Any]) -> Callable[..., Any]:
+    """A test that starts brokers of its own: marked ``broker``, skipped against an
+    external cluster (outside CI)."""
+    return pytest.mark.broker(_managed_only(test))
 
 
 def _first_address(bootstrap: str) -> tuple[str, int]:

@@ -176,6 +176,10 @@ async def _finish(
 # -- clusters ----------------------------------------------------------------------------------
 
 
+# Fixtures of this module that start brokers: their tests are marked ``broker`` (conftest).
+broker_fixtures = ("faulty",)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def faulty() -> AsyncIterator[KafkaCluster]:
     """A broker behind a FaultProxy (everything clients send goes through it; its receive

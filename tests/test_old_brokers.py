@@ -52,6 +52,10 @@ _OFFSET_FETCH_KEY = 9
 _LIST_GROUPS_KEY = 16
 
 
+# Fixtures of this module that start brokers: their tests are marked ``broker`` (conftest).
+broker_fixtures = ("old_cluster",)
+
+
 @pytest.fixture(scope="module")
 def old_cluster() -> Iterator[KafkaCluster]:
     """One Kafka 2.8.2 broker (and its ZooKeeper) for the module."""

@@ -377,6 +377,10 @@ async def test_a_record_the_broker_refuses_fails_alone_and_is_named(
     assert [_index(r) for r in records] == [i for i in range(300) if i != 100]
 
 
+# Fixtures of this module that start brokers: their tests are marked ``broker`` (conftest).
+broker_fixtures = ("proxied",)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def proxied() -> AsyncIterator[KafkaCluster]:
     async with KafkaCluster(brokers=1, proxied=True) as cluster:

@@ -34,6 +34,10 @@ pytestmark = [
 ]
 
 
+# Fixtures of this module that start brokers: their tests are marked ``broker`` (conftest).
+broker_fixtures = ("proxied",)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def proxied() -> AsyncIterator[KafkaCluster]:
     async with KafkaCluster(brokers=1, proxied=True) as cluster:
@@ -144,17 +148,7 @@ async def test_buffer_memory_wait_times_out_after_max_block_ms(proxied: KafkaClu
         assert (await first).offset == 1
 
 
-# -- a 3-broker cluster -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def three_brokers():  # type: ignore[no-untyped-def]
-    cluster = KafkaCluster(brokers=3)
-    cluster.start_blocking()
-    try:
-        yield cluster
-    finally:
-        cluster.close_blocking()
+# -- a 3-broker cluster (three_brokers: tests/conftest.py) -----------------------
 
 
 @pytest.mark.slow

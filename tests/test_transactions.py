@@ -51,6 +51,10 @@ _SERVER_PROPERTIES = {
 }
 
 
+# Fixtures of this module that start brokers: their tests are marked ``broker`` (conftest).
+broker_fixtures = ("txn_cluster",)
+
+
 @pytest.fixture(scope="module", params=["v2", "v1"])
 def txn_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     """A one-broker cluster whose transaction protocol is the parameter."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from helpers import eventually, read_records
@@ -39,25 +39,21 @@ _TRANSACTION_KEY_TYPE = 1  # FindCoordinator: the key is a transactional id
 
 
 @pytest.fixture(scope="module", params=["v2", "v1"])
-def three_brokers(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
-    """Three brokers; the transaction protocol version is the parameter."""
-    cluster = KafkaCluster(
-        brokers=3,
-        source="local",
-        features={"transaction.version": 1} if request.param == "v1" else None,
-        server_properties={
+def three_brokers_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The shared ``three_brokers`` (tests/conftest.py) from the local jars, with
+    ``__transaction_state`` on all three brokers (min ISR 2) and fast fencing of a killed
+    broker; the transaction protocol version is the parameter."""
+    return {
+        "source": "local",
+        "features": {"transaction.version": 1} if request.param == "v1" else None,
+        "server_properties": {
             "transaction.state.log.replication.factor": "3",
             "transaction.state.log.min.isr": "2",
             # A killed broker is fenced (and its partitions move) after 4 s, not 9.
             "broker.session.timeout.ms": "4000",
             "broker.heartbeat.interval.ms": "500",
         },
-    )
-    cluster.start_blocking()
-    try:
-        yield cluster
-    finally:
-        cluster.close_blocking()
+    }
 
 
 def _values(records: list[object]) -> list[bytes]:

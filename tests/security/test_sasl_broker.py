@@ -272,6 +272,7 @@ async def test_oauthbearer_session_ends_with_the_token(kafka_sasl_cluster: Kafka
 
 
 @pytest.mark.slow
+@pytest.mark.broker
 async def test_reauthentication_settings_per_listener_and_mechanism() -> None:
     """``connections.max.reauth.ms`` through server_properties: per listener and mechanism,
     per listener, or for every listener; the broker then accepts KIP-368
