@@ -246,4 +246,3 @@ async def _shielded_abort(producer: Producer) -> None:
         await shielded(producer.abort_transaction(), timeout=None, what="aborting a transaction")
     except Exception as exc:
         log.warning("exactly-once: aborting the open transaction failed: %r", exc)
-

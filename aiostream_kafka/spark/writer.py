@@ -309,7 +309,6 @@ def producer_kwargs(opts: SinkOptions) -> dict[str, Any]:
     return kwargs
 
 
-
 async def _write_batches(
     opts: SinkOptions, batches: Iterator[pa.RecordBatch], next_batch: Any
 ) -> int:

@@ -32,7 +32,7 @@ class _Backend(Protocol):
     async def start(self) -> None: ...
     async def close(self) -> None: ...
     def close_now(self) -> None: ...
-    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None: ...
+    async def stop_broker(self, node_id: int, timeout: float = 60.0) -> None: ...  # noqa: ASYNC109
     async def start_broker(self, node_id: int) -> None: ...
     async def kill_broker(self, node_id: int) -> None: ...
 
@@ -62,7 +62,7 @@ class _ExternalCluster:
             f"managed by this process; unset {ENV_BOOTSTRAP} to let the harness start brokers"
         )
 
-    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None:
+    async def stop_broker(self, node_id: int, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         raise self._refuse(f"stop broker {node_id}")
 
     async def start_broker(self, node_id: int) -> None:
@@ -439,14 +439,14 @@ class KafkaCluster:
             raise RuntimeError("the cluster is not started")
         return self._backend
 
-    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None:
+    async def stop_broker(self, node_id: int, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         """Stop broker ``node_id`` gracefully (controlled shutdown) and wait until it is down.
 
         Raises:
             BrokerUnavailableError: the cluster comes from ``KAFKA_BOOTSTRAP_SERVERS``.
             ValueError: there is no such node.
         """
-        await self._require().stop_broker(node_id, timeout_s)
+        await self._require().stop_broker(node_id, timeout)
 
     async def start_broker(self, node_id: int) -> None:
         """Start a stopped or killed broker again and wait until the cluster sees it.

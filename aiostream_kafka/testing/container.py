@@ -27,14 +27,14 @@ _CONTROLLER_PORT = 9093
 _INTERNAL_PORT = 19092
 
 
-def docker_available(timeout_s: float = 3.0) -> bool:
+def docker_available(timeout: float = 3.0) -> bool:
     """Return True when the ``docker`` package is installed and a daemon answers a ping."""
     try:
         import docker  # type: ignore[import-untyped]
     except ImportError:
         return False
     try:
-        client = docker.from_env(timeout=timeout_s)
+        client = docker.from_env(timeout=timeout)
         try:
             return bool(client.ping())
         finally:
@@ -163,8 +163,8 @@ class ContainerKafkaCluster:
     async def kill_broker(self, node_id: int) -> None:
         await asyncio.to_thread(self._wrapped(node_id).kill)
 
-    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None:
-        await asyncio.to_thread(self._wrapped(node_id).stop, timeout=int(timeout_s))
+    async def stop_broker(self, node_id: int, timeout: float = 60.0) -> None:  # noqa: ASYNC109
+        await asyncio.to_thread(self._wrapped(node_id).stop, timeout=int(timeout))
 
     async def start_broker(self, node_id: int) -> None:
         await asyncio.to_thread(self._wrapped(node_id).start)

@@ -197,7 +197,7 @@ def _mvn_executable() -> str:
     return mvn
 
 
-def ensure_kafka_jars(version: str = KAFKA_VERSION, *, timeout_s: float = 900.0) -> Path:
+def ensure_kafka_jars(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> Path:
     """Make sure the broker jars of ``version`` are in the cache; return the ``lib`` dir.
 
     The first call downloads them with Maven (minutes on a cold Maven repository); later
@@ -240,11 +240,11 @@ def ensure_kafka_jars(version: str = KAFKA_VERSION, *, timeout_s: float = 900.0)
             ]
             try:
                 proc = subprocess.run(
-                    cmd, cwd=work, capture_output=True, text=True, timeout=timeout_s, check=False
+                    cmd, cwd=work, capture_output=True, text=True, timeout=timeout, check=False
                 )
             except subprocess.TimeoutExpired as exc:
                 raise BrokerUnavailableError(
-                    f"Maven did not finish resolving Kafka {version} within {timeout_s:.0f}s. "
+                    f"Maven did not finish resolving Kafka {version} within {timeout:.0f}s. "
                     + _ALTERNATIVE
                 ) from exc
             if proc.returncode != 0:

@@ -365,25 +365,23 @@ class LocalKafkaCluster:
         await asyncio.to_thread(self._reap, node)
         log.info("killed Kafka node %d", node_id)
 
-    async def stop_broker(self, node_id: int, timeout_s: float = 60.0) -> None:
+    async def stop_broker(self, node_id: int, timeout: float = 60.0) -> None:  # noqa: ASYNC109
         """Stop node ``node_id`` gracefully (SIGTERM, controlled shutdown); SIGKILL after
-        ``timeout_s``."""
+        ``timeout`` seconds."""
         node = self._node(node_id)
         proc = node.process
         if proc is None or proc.poll() is not None:
             self._reap(node)
             return
         proc.terminate()
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + timeout
         try:
             # Popen has no awaitable wait; poll it (a stop takes a few seconds at most).
             while proc.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
                 await asyncio.sleep(0.1)
         finally:
             if proc.poll() is None:
-                log.warning(
-                    "Kafka node %d ignored SIGTERM for %.0fs; killing it", node_id, timeout_s
-                )
+                log.warning("Kafka node %d ignored SIGTERM for %.0fs; killing it", node_id, timeout)
             self._reap(node)
         log.info("stopped Kafka node %d", node_id)
 
