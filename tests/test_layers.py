@@ -212,7 +212,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("transport", ("aiostream_kafka.security.*", "aiostream_kafka.net.*")),
-    ("cluster", ("aiostream_kafka.config", "aiostream_kafka.cluster.*")),
+    (
+        "cluster",
+        (
+            "aiostream_kafka.config",
+            "aiostream_kafka.cluster.*",
+            "aiostream_kafka.requests.*",  # sans-IO request logic over the metadata
+        ),
+    ),
     (
         "components",
         (
@@ -220,6 +227,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aiostream_kafka.group.*",
             "aiostream_kafka.producer.*",
             "aiostream_kafka.consumer.*",
+            # the Admin client's calls, one module per area, over its plumbing
+            "aiostream_kafka.admin.plumbing",
+            "aiostream_kafka.admin.topics",
+            "aiostream_kafka.admin.offsets",
+            "aiostream_kafka.admin.configs",
+            "aiostream_kafka.admin.groups",
         ),
     ),
     (

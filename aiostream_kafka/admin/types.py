@@ -6,6 +6,7 @@ import enum
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from aiostream_kafka.structs import TopicPartition
 
@@ -94,14 +95,19 @@ class OffsetSpec:
         return cls(timestamp_ms)
 
 
-@dataclass(frozen=True, slots=True)
-class ListOffsetsResult:
-    """An offset found by ``list_offsets``. ``offset`` is -1 when no record has a timestamp
-    at or after the one asked for."""
+class OffsetAndTimestamp(NamedTuple):
+    """An offset found by ListOffsets (``Admin.list_offsets``, ``Consumer.offsets_for_times``
+    and the consumer's other offset look-ups), the timestamp of its record, and its leader
+    epoch (None when the broker does not say). ``offset`` is -1 when no record has a
+    timestamp at or after the one asked for (``offsets_for_times`` gives None instead)."""
 
     offset: int
     timestamp_ms: int
     leader_epoch: int | None
+
+
+#: ``Admin.list_offsets``'s name for :class:`OffsetAndTimestamp`: the same class.
+ListOffsetsResult = OffsetAndTimestamp
 
 
 class ConfigResourceType(enum.IntEnum):

@@ -35,8 +35,9 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
+from aiostream_kafka.admin.types import OffsetAndTimestamp
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import gather_all, gather_settled
 from aiostream_kafka.config import ClientConfig
@@ -47,10 +48,16 @@ from aiostream_kafka.errors import (
     UnsupportedVersionError,
 )
 from aiostream_kafka.protocol import error_codes as ec
-from aiostream_kafka.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from aiostream_kafka.protocol.messages.list_offsets import ListOffsetsResponse
 from aiostream_kafka.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
+)
+from aiostream_kafka.requests.offsets import (
+    CONSUMER_REPLICA_ID,
+    by_leader,
+    list_offsets_request,
+    list_offsets_results,
 )
 from aiostream_kafka.structs import TopicPartition
 
@@ -75,32 +82,7 @@ log = logging.getLogger(__name__)
 EARLIEST = -2
 LATEST = -1
 _STRATEGY_TIMESTAMP = {"earliest": EARLIEST, "latest": LATEST}
-_CONSUMER_REPLICA_ID = -1
 _UNKNOWN_TOPIC = 3
-
-
-class OffsetAndTimestamp(NamedTuple):
-    """An offset found by timestamp, the timestamp of its record, and its leader epoch."""
-
-    offset: int
-    timestamp_ms: int
-    leader_epoch: int | None
-
-
-def _by_leader(
-    cluster: Cluster, partitions: Iterable[TopicPartition]
-) -> tuple[dict[int, list[TopicPartition]], list[TopicPartition]]:
-    """Group ``partitions`` by leader; also return those without a known leader."""
-    snapshot = cluster.snapshot
-    groups: dict[int, list[TopicPartition]] = defaultdict(list)
-    leaderless = []
-    for tp in partitions:
-        meta = snapshot.partition(tp)
-        if meta is None or meta.leader < 0 or meta.leader not in snapshot.brokers:
-            leaderless.append(tp)
-        else:
-            groups[meta.leader].append(tp)
-    return groups, leaderless
 
 
 async def _list_offsets_on(
@@ -111,42 +93,12 @@ async def _list_offsets_on(
     timeout_ms: int,
 ) -> dict[TopicPartition, OffsetAndTimestamp | KafkaError]:
     """One ListOffsets to ``leader``; per partition a result or the broker's error."""
-    by_topic: dict[str, list[TopicPartition]] = defaultdict(list)
-    for tp in specs:
-        by_topic[tp.topic].append(tp)
-    request = ListOffsetsRequest(
-        replica_id=_CONSUMER_REPLICA_ID,
-        isolation_level=isolation_level,
-        topics=[
-            ListOffsetsRequest.ListOffsetsTopic(
-                name=topic,
-                partitions=[
-                    ListOffsetsRequest.ListOffsetsPartition(
-                        partition_index=tp.partition,
-                        current_leader_epoch=_epoch_of(cluster, tp),
-                        timestamp=specs[tp],
-                    )
-                    for tp in tps
-                ],
-            )
-            for topic, tps in by_topic.items()
-        ],
-        timeout_ms=timeout_ms,
+    request = list_offsets_request(
+        cluster.snapshot, specs, isolation_level=isolation_level, timeout_ms=timeout_ms
     )
     response = await cluster.send(leader, request, timeout_ms=timeout_ms)
     assert isinstance(response, ListOffsetsResponse)
-    out: dict[TopicPartition, OffsetAndTimestamp | KafkaError] = {}
-    for topic in response.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if p.error_code:
-                out[tp] = ec.error_from_code(
-                    p.error_code, f"ListOffsets for {tp.topic}[{tp.partition}]"
-                )
-            else:
-                epoch = p.leader_epoch if p.leader_epoch >= 0 else None
-                out[tp] = OffsetAndTimestamp(p.offset, p.timestamp, epoch)
-    return out
+    return list_offsets_results(response)
 
 
 def _epoch_of(cluster: Cluster, tp: TopicPartition) -> int:
@@ -189,7 +141,7 @@ async def lookup_offsets(
                 raise TopicDeletedError(
                     tp, f"the topic has {len(topic.partitions)} partitions, not {tp.partition + 1}"
                 )
-        groups, leaderless = _by_leader(cluster, pending)
+        groups, leaderless = by_leader(cluster.snapshot, pending)
         if leaderless:
             last = ec.LeaderNotAvailableError(f"no leader known for {leaderless[0]}")
         results = await gather_settled(
@@ -453,7 +405,7 @@ class OffsetResolver:
         # response) is tried again after a back-off, not at once.
         self._later(todo.values())
         generations = {tp: ps.generation for tp, ps in todo.items()}
-        groups, leaderless = _by_leader(engine.cluster, todo)
+        groups, leaderless = by_leader(engine.cluster.snapshot, todo)
         self._later(todo[tp] for tp in leaderless)
         if leaderless:
             self.request_metadata()
@@ -514,7 +466,7 @@ class OffsetResolver:
         todo = {ps.tp: ps for ps in partitions}
         self._later(partitions)
         asked = {tp: (ps.generation, ps.fetch_position, ps.fetch_epoch) for tp, ps in todo.items()}
-        groups, leaderless = _by_leader(engine.cluster, todo)
+        groups, leaderless = by_leader(engine.cluster.snapshot, todo)
         self._later(todo[tp] for tp in leaderless)
         if leaderless:
             self.request_metadata()
@@ -524,7 +476,7 @@ class OffsetResolver:
             for tp in tps:
                 by_topic[tp.topic].append(tp)
             request = OffsetForLeaderEpochRequest(
-                replica_id=_CONSUMER_REPLICA_ID,
+                replica_id=CONSUMER_REPLICA_ID,
                 topics=[
                     OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
                         topic=topic,

@@ -64,6 +64,7 @@ from aiostream_kafka.protocol.messages.heartbeat import HeartbeatRequest, Heartb
 from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from aiostream_kafka.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from aiostream_kafka.requests.errors import broker_error
 from aiostream_kafka.retry import Backoff
 from aiostream_kafka.structs import TopicPartition
 
@@ -498,8 +499,7 @@ class GroupCoordinator:
                 f"group {self.config.group_id!r}: another consumer joined with "
                 f"group_instance_id={self.config.group_instance_id!r}; this one is fenced"
             )
-        raise ec.error_from_code(code, f"group {self.config.group_id!r}: {what}: "
-                                       f"{ec.ERRORS_BY_CODE.get(code, what)}")  # fmt: skip
+        raise broker_error(code, f"group {self.config.group_id!r}: {what}")
 
     async def _join_and_sync(self) -> None:
         if not self.cooperative and self.owned:

@@ -11,7 +11,6 @@ out). Both retry coordinator moves and network errors up to ``default_api_timeou
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Collection, Mapping
 from typing import Protocol
 
@@ -32,6 +31,13 @@ from aiostream_kafka.protocol.messages.offset_commit import (
     OffsetCommitResponse,
 )
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from aiostream_kafka.requests.errors import broker_error
+from aiostream_kafka.requests.offsets import (
+    committed_offsets,
+    offset_fetch_entries,
+    offset_fetch_request,
+    offset_fetch_uses_topic_ids,
+)
 from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
 
@@ -39,7 +45,6 @@ _UNKNOWN_MEMBER_ID = 25
 _ILLEGAL_GENERATION = 22
 _REBALANCE_IN_PROGRESS = 27
 _FENCED_INSTANCE_ID = 82
-_ZERO_UUID = uuid.UUID(int=0)
 #: Errors retried after looking the coordinator up again.
 _COORDINATOR_TROUBLE = (
     NetworkError,
@@ -169,10 +174,7 @@ class GroupOffsets:
                     )
                 if code == _FENCED_INSTANCE_ID:
                     raise FencedMemberError(f"group {self.config.group_id!r}: fenced")
-                raise ec.error_from_code(
-                    code, f"group {self.config.group_id!r}: commit of {where}: "
-                    f"{ec.ERRORS_BY_CODE[code].name if code in ec.ERRORS_BY_CODE else code}"
-                )  # fmt: skip
+                raise broker_error(code, f"group {self.config.group_id!r}: commit of {where}")
 
     async def committed(
         self, partitions: Collection[TopicPartition]
@@ -212,65 +214,19 @@ class GroupOffsets:
         node = await self._member.coordinator_node()
         conn = await self.cluster.connection(node)
         version = conn.version_for(OffsetFetchRequest)
-        by_topic: dict[str, list[int]] = {}
-        for tp in parts:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         snapshot = self.cluster.snapshot
-        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
-            snapshot = await self.cluster.refresh(by_topic)
-        topics = [
-            OffsetFetchRequest.OffsetFetchRequestTopics(
-                name=t,
-                topic_id=snapshot.topics[t].topic_id if t in snapshot.topics else _ZERO_UUID,
-                partition_indexes=ps,
-            )
-            for t, ps in by_topic.items()
-        ]
-        request = OffsetFetchRequest(
-            groups=[
-                OffsetFetchRequest.OffsetFetchRequestGroup(
-                    group_id=self.config.group_id, topics=topics
-                )
-            ],
-            group_id=self.config.group_id,
-            topics=[
-                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-                for t, ps in by_topic.items()
-            ],
-            require_stable=version >= 7,  # KIP-447; not encodable before v7
-        )
-        if version >= 8:
-            request.group_id = ""
-            request.topics = []
-        else:
-            request.groups = []
+        if offset_fetch_uses_topic_ids(version) and any(
+            tp.topic not in snapshot.topics for tp in parts
+        ):
+            snapshot = await self.cluster.refresh({tp.topic for tp in parts})
+        group_id = self.config.group_id
+        request = offset_fetch_request(group_id, parts, version=version, snapshot=snapshot)
         response = await conn.request(request, version=version)
         assert isinstance(response, OffsetFetchResponse)
+        entries = offset_fetch_entries(response, version=version, group_id=group_id)
+        found, errors = committed_offsets(entries, snapshot, group_id)
+        for error in errors.values():
+            raise error
         result: dict[TopicPartition, OffsetAndMetadata | None] = dict.fromkeys(parts)
-        if version >= 8:
-            group = response.groups[0]
-            if group.error_code:
-                raise ec.error_from_code(group.error_code, f"group {self.config.group_id!r}")
-            entries = [
-                (t.name or snapshot.topic_name(t.topic_id), p)
-                for t in group.topics
-                for p in t.partitions
-            ]
-        else:
-            if response.error_code:
-                raise ec.error_from_code(response.error_code, f"group {self.config.group_id!r}")
-            entries = [(t.name, p) for t in response.topics for p in t.partitions]  # type: ignore[misc]
-        for name, p in entries:
-            if name is None:
-                continue
-            if p.error_code:
-                raise ec.error_from_code(
-                    p.error_code, f"committed offset of {name}[{p.partition_index}]"
-                )
-            if p.committed_offset >= 0:
-                result[TopicPartition(name, p.partition_index)] = OffsetAndMetadata(
-                    p.committed_offset,
-                    p.metadata,
-                    p.committed_leader_epoch if p.committed_leader_epoch >= 0 else None,
-                )
+        result.update(found)
         return result
