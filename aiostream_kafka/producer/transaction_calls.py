@@ -40,7 +40,7 @@ class TransactionalProducer(Protocol):
     async def abort_transaction(self) -> None: ...
 
 
-_P = TypeVar("_P", bound=TransactionalProducer)
+ProducerT = TypeVar("ProducerT", bound=TransactionalProducer)
 
 
 class TransactionCalls:
@@ -171,7 +171,7 @@ class TransactionCalls:
             group_metadata = ConsumerGroupMetadata(group_metadata)
         await txn.send_offsets(offsets, group_metadata)
 
-    def transaction(self: _P) -> TransactionScope[_P]:
+    def transaction(self: ProducerT) -> TransactionScope[ProducerT]:
         """``async with producer.transaction():`` -- begin a transaction; commit it when
         the block ends normally, abort it when the block raises, then re-raise the
         block's exception. A commit that fails with ``TransactionAbortableError`` is
@@ -188,16 +188,16 @@ class TransactionCalls:
         return TransactionScope(self)
 
 
-class TransactionScope(Generic[_P]):
+class TransactionScope(Generic[ProducerT]):
     """The async context manager :meth:`Producer.transaction` returns (``async with``
     gives the producer: ``TransactionScope[Producer]``)."""
 
     __slots__ = ("_producer",)
 
-    def __init__(self, producer: _P) -> None:
+    def __init__(self, producer: ProducerT) -> None:
         self._producer = producer
 
-    async def __aenter__(self) -> _P:
+    async def __aenter__(self) -> ProducerT:
         self._producer.begin_transaction()
         return self._producer
 
