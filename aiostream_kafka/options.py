@@ -6,8 +6,10 @@ The option names, types and defaults are the fields of the config classes
 :class:`~aiostream_kafka.producer.config.ProducerConfig`,
 :class:`~aiostream_kafka.consumer.config.ConsumerConfig`,
 :class:`~aiostream_kafka.consumer.config.GroupOptions`). ``tools/gen_signatures.py``
-writes them out as the constructors' keyword parameters and as the ``TypedDict`` classes
-below; nothing here lists them by hand.
+writes them out, in modules of their own, as the constructors' keyword parameters
+(``producer/_generated.py``, ``consumer/_generated.py``, ``admin/_generated.py``) and as
+the ``TypedDict`` classes re-exported here (``ClientOptions``, ``ProducerOptions``,
+``ConsumerOptions``, from ``_generated_options.py``); nothing here lists them by hand.
 
 A name that is not an option arrives in the constructors' ``**unknown`` (typed ``Never``, so
 that a type checker flags it) and :func:`check_options` turns it into a
@@ -19,12 +21,11 @@ option (``difflib``), the equivalent of an aiokafka or Java client setting
 from __future__ import annotations
 
 import difflib
-import ssl
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from collections.abc import Mapping
+from typing import Any, Literal
 
+from aiostream_kafka._generated_options import ClientOptions, ConsumerOptions, ProducerOptions
 from aiostream_kafka.errors import ConfigError
-from aiostream_kafka.serde import Deserializer, Serializer
 
 __all__ = [
     "ClientOptions",
@@ -172,135 +173,3 @@ def check_options(client: ClientKind, unknown: Mapping[str, object]) -> None:
     """
     if unknown:
         raise ConfigError("; ".join(_explain(client, name) for name in unknown))
-
-
-# Typed dictionaries of the options, for code that passes options around as a mapping (the
-# FastAPI integration's client_options, producer_options and consumer_options).
-
-# BEGIN GENERATED TYPEDDICTS (tools/gen_signatures.py; do not edit by hand)
-
-
-class ClientOptions(TypedDict, total=False):
-    """The options every client takes (but `bootstrap_servers`)."""
-
-    client_id: str
-    request_timeout_ms: int
-    socket_connection_setup_timeout_ms: int
-    reconnect_backoff_ms: int
-    reconnect_backoff_max_ms: int
-    retry_backoff_ms: int
-    retry_backoff_max_ms: int
-    metadata_max_age_ms: int
-    metadata_max_idle_ms: int
-    default_api_timeout_ms: int
-    bootstrap_timeout_ms: int
-    connections_max_idle_ms: int
-    security_protocol: str
-    ssl_context: ssl.SSLContext | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
-    ssl_password: str | None
-    ssl_check_hostname: bool
-    sasl_mechanism: str | None
-    sasl_plain_username: str | None
-    sasl_plain_password: str | None
-    sasl_oauth_token_provider: Any
-    max_pipelined_requests: int
-
-
-class ProducerOptions(TypedDict, total=False):
-    """The keyword options of `Producer` (but `bootstrap_servers`)."""
-
-    client_id: str
-    request_timeout_ms: int
-    socket_connection_setup_timeout_ms: int
-    reconnect_backoff_ms: int
-    reconnect_backoff_max_ms: int
-    retry_backoff_ms: int
-    retry_backoff_max_ms: int
-    metadata_max_age_ms: int
-    metadata_max_idle_ms: int
-    default_api_timeout_ms: int
-    bootstrap_timeout_ms: int
-    connections_max_idle_ms: int
-    security_protocol: str
-    ssl_context: ssl.SSLContext | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
-    ssl_password: str | None
-    ssl_check_hostname: bool
-    sasl_mechanism: str | None
-    sasl_plain_username: str | None
-    sasl_plain_password: str | None
-    sasl_oauth_token_provider: Any
-    max_pipelined_requests: int
-    acks: int | str
-    linger_ms: int
-    batch_size: int
-    buffer_memory: int
-    max_block_ms: int
-    max_request_size: int
-    compression_type: str | None
-    compression_level: int | None
-    enable_idempotence: bool | None
-    max_in_flight_requests_per_connection: int
-    delivery_timeout_ms: int
-    key_serializer: Serializer | None
-    value_serializer: Serializer | None
-    transactional_id: str | None
-    transaction_timeout_ms: int
-
-
-class ConsumerOptions(TypedDict, total=False):
-    """The keyword options of `Consumer` (but `bootstrap_servers` and `group_id`)."""
-
-    client_id: str
-    request_timeout_ms: int
-    socket_connection_setup_timeout_ms: int
-    reconnect_backoff_ms: int
-    reconnect_backoff_max_ms: int
-    retry_backoff_ms: int
-    retry_backoff_max_ms: int
-    metadata_max_age_ms: int
-    metadata_max_idle_ms: int
-    default_api_timeout_ms: int
-    bootstrap_timeout_ms: int
-    connections_max_idle_ms: int
-    security_protocol: str
-    ssl_context: ssl.SSLContext | None
-    ssl_cafile: str | None
-    ssl_certfile: str | None
-    ssl_keyfile: str | None
-    ssl_password: str | None
-    ssl_check_hostname: bool
-    sasl_mechanism: str | None
-    sasl_plain_username: str | None
-    sasl_plain_password: str | None
-    sasl_oauth_token_provider: Any
-    max_pipelined_requests: int
-    auto_offset_reset: str
-    enable_auto_commit: bool
-    isolation_level: str
-    max_prefetch_batches: int
-    max_prefetch_bytes: int
-    poll_interval_ms: int
-    key_deserializer: Deserializer | None
-    value_deserializer: Deserializer | None
-    fetch_max_wait_ms: int
-    fetch_min_bytes: int
-    fetch_max_bytes: int
-    max_partition_fetch_bytes: int
-    check_crcs: bool
-    client_rack: str | None
-    missing_topic_timeout_ms: int
-    group_instance_id: str | None
-    session_timeout_ms: int
-    heartbeat_interval_ms: int
-    max_poll_interval_ms: int
-    partition_assignment_strategy: str | Sequence[str]
-    auto_commit_interval_ms: int
-
-
-# END GENERATED TYPEDDICTS

@@ -224,6 +224,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "components",
         (
             "aiostream_kafka.options",  # the keyword options over the three configs
+            "aiostream_kafka._generated_options",  # their TypedDicts (tools/gen_signatures.py)
+            # The clients' generated constructors (config objects only; the producer's and
+            # the consumer's are under producer.* and consumer.*, as the producer's mixins
+            # batch_calls and transaction_calls).
+            "aiostream_kafka.admin._generated",
             "aiostream_kafka.group.*",
             "aiostream_kafka.producer.*",
             "aiostream_kafka.consumer.*",

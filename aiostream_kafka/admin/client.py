@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import ssl
 from collections.abc import Collection, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Never
 
 from aiostream_kafka import habits
+from aiostream_kafka.admin._generated import AdminConstructor
 from aiostream_kafka.admin.configs import ConfigCalls
 from aiostream_kafka.admin.groups import GroupCalls
 from aiostream_kafka.admin.topics import TopicCalls
@@ -39,15 +38,13 @@ from aiostream_kafka.admin.types import (
 )
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shielded
-from aiostream_kafka.config import ClientConfig
-from aiostream_kafka.options import check_options
 from aiostream_kafka.requests.errors import broker_error as broker_error  # its old home
 from aiostream_kafka.structs import TopicPartition
 
 log = logging.getLogger(__name__)
 
 
-class Admin:
+class Admin(AdminConstructor):
     """Administrative client of a Kafka cluster.
 
     Use as ``async with Admin(bootstrap_servers="host:9092") as admin: ...``. Every
@@ -58,147 +55,8 @@ class Admin:
         ConfigError: an invalid option, before any network I/O.
     """
 
-    # BEGIN GENERATED __init__ (tools/gen_signatures.py; do not edit by hand)
-    def __init__(
-        self,
-        bootstrap_servers: str | Sequence[str],
-        *,
-        client_id: str = "aiostream-kafka",
-        request_timeout_ms: int = 30_000,
-        socket_connection_setup_timeout_ms: int = 10_000,
-        reconnect_backoff_ms: int = 50,
-        reconnect_backoff_max_ms: int = 1000,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1000,
-        metadata_max_age_ms: int = 300_000,
-        metadata_max_idle_ms: int = 300_000,
-        default_api_timeout_ms: int = 60_000,
-        bootstrap_timeout_ms: int = 10_000,
-        connections_max_idle_ms: int = 540_000,
-        security_protocol: str = "PLAINTEXT",
-        ssl_context: ssl.SSLContext | None = None,
-        ssl_cafile: str | None = None,
-        ssl_certfile: str | None = None,
-        ssl_keyfile: str | None = None,
-        ssl_password: str | None = None,
-        ssl_check_hostname: bool = True,
-        sasl_mechanism: str | None = None,
-        sasl_plain_username: str | None = None,
-        sasl_plain_password: str | None = None,
-        sasl_oauth_token_provider: Any = None,
-        max_pipelined_requests: int = 100,
-        **unknown: Never,
-    ) -> None:
-        """Create an admin client; it connects in :meth:`start` (or ``async with``).
-
-        Args:
-            bootstrap_servers: Where to find the cluster: `"host:port[,host:port]"` or a list of
-                `"host:port"` (IPv6 hosts in brackets: `"[::1]:9092"`). After the first metadata
-                answer the client talks to the brokers the metadata names, and falls back to these
-                addresses only when none of those answers. (required)
-            client_id: Sent in the header of every request; brokers show it in their logs and
-                request metrics and apply client quotas by it. (default `'aiostream-kafka'`)
-            request_timeout_ms: How long to wait for the answer to one request. When it runs out the
-                connection is closed and every request in flight on it fails with a retriable
-                `NetworkError`, which the caller retries within its own deadline. A Fetch gets
-                `fetch_max_wait_ms` on top, since the broker may hold it that long. The producer
-                uses the same value for its Produce requests. (ms, default `30000` (30 s))
-            socket_connection_setup_timeout_ms: How long opening one connection (TCP connect, and
-                the TLS handshake with `SSL`) may take before it fails with `KafkaTimeoutError`.
-                (ms, default `10000` (10 s))
-            reconnect_backoff_ms: Wait before connecting again to an address whose last attempt
-                failed; it doubles with each further failure up to `reconnect_backoff_max_ms`, with
-                ±20 % jitter. (ms, default `50`)
-            reconnect_backoff_max_ms: Upper bound of the reconnect back-off. Must be at least
-                `reconnect_backoff_ms`. (ms, default `1000` (1 s))
-            retry_backoff_ms: First wait before retrying an operation that failed with a retriable
-                error (metadata refreshes, Admin calls, offset lookups, produce retries); it doubles
-                with each further failure up to `retry_backoff_max_ms`. (ms, default `100`)
-            retry_backoff_max_ms: Upper bound of the retry back-off. (ms, default `1000` (1 s))
-            metadata_max_age_ms: Cluster metadata older than this is refreshed even when no error
-                asked for it. A consumer subscribed with a `pattern` also looks for new matching
-                topics this often. (ms, default `300000` (5 min))
-            metadata_max_idle_ms: A topic the producer has not sent to for this long is dropped from
-                its metadata requests (KIP-526), and its per-partition state with it; sending to it
-                again fetches its metadata again. (ms, default `300000` (5 min))
-            default_api_timeout_ms: Deadline of operations that retry as a whole: `start()` (the
-                first metadata), Admin calls without their own `timeout_ms`, the consumer's offset
-                lookups (`seek_to_beginning`, `seek_to_end`, `offsets_for_times`, ...), commits and
-                reading committed offsets. Past it they raise `KafkaTimeoutError` with the last
-                error. (ms, default `60000` (1 min))
-            bootstrap_timeout_ms: How long `start()` keeps trying the bootstrap addresses (each
-                failed attempt logs a warning) before it raises `BootstrapError` naming every
-                address and its last error. Only the first metadata request has this short deadline;
-                later refreshes use `default_api_timeout_ms`. (ms, default `10000` (10 s))
-            connections_max_idle_ms: A connection with nothing in flight that has not been used for
-                this long is closed (below the broker's own 10-minute limit, so that the client ends
-                it cleanly); the next request opens a new one. (ms, default `540000` (9 min))
-            security_protocol: `"PLAINTEXT"`, `"SSL"` (TLS), `"SASL_PLAINTEXT"` or `"SASL_SSL"`
-                (SASL authentication, without or with TLS; see Security). (default `'PLAINTEXT'`)
-            ssl_context: The `ssl.SSLContext` for `SSL` and `SASL_SSL` connections. Without one, a
-                context is built from the system's trust store (or `ssl_cafile`, and `ssl_certfile`
-                for mutual TLS); giving both a context and the files is a `ConfigError`, and so is a
-                context with a protocol without TLS. (default `None`)
-            ssl_cafile: PEM file of the certificate authorities to trust instead of the system's
-                (Kafka's `ssl.truststore.location` with a PEM truststore). (default `None`)
-            ssl_certfile: PEM file of the client certificate (chain) for mutual TLS; its key is in
-                it or in `ssl_keyfile`. (default `None`)
-            ssl_keyfile: PEM file of the client certificate's private key. (default `None`)
-            ssl_password: Password of an encrypted `ssl_keyfile`. Never shown in a repr or a
-                message. (default `None`)
-            ssl_check_hostname: Check that the broker's certificate names the host connected to.
-                Turning it off still verifies the certificate against the trusted authorities.
-                (default `True`)
-            sasl_mechanism: `"PLAIN"`, `"SCRAM-SHA-256"`, `"SCRAM-SHA-512"` or `"OAUTHBEARER"`;
-                required with `SASL_PLAINTEXT` and `SASL_SSL`. GSSAPI (Kerberos) is not supported
-                yet. (default `None`)
-            sasl_plain_username: User name for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API key).
-                (default `None`)
-            sasl_plain_password: Password for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API
-                secret). Never shown in a repr, log line or error message. (default `None`)
-            sasl_oauth_token_provider: For `OAUTHBEARER`: an object with `async def token(self) ->
-                str`, asked for a token at every (re-)authentication;
-                `aiostream_kafka.security.OAuthClientCredentialsProvider` is a ready OIDC
-                client-credentials one (KIP-768). (default `None`)
-            max_pipelined_requests: Requests written to one connection and not yet answered. A
-                caller beyond it waits for a slot; a slot frees when the answer is read, not when a
-                caller gives up. (default `100`)
-            **unknown: not an option: a name given here raises `ConfigError` saying what to write
-                instead (typed `Never`, so that a type checker flags it too).
-
-        Raises:
-            ConfigError: an unknown option, an invalid value or two options that contradict each
-                other, before any network I/O.
-        """
-        check_options("Admin", unknown)
-        self.config = ClientConfig(
-            bootstrap_servers=bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            socket_connection_setup_timeout_ms=socket_connection_setup_timeout_ms,
-            reconnect_backoff_ms=reconnect_backoff_ms,
-            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=retry_backoff_max_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            metadata_max_idle_ms=metadata_max_idle_ms,
-            default_api_timeout_ms=default_api_timeout_ms,
-            bootstrap_timeout_ms=bootstrap_timeout_ms,
-            connections_max_idle_ms=connections_max_idle_ms,
-            security_protocol=security_protocol,
-            ssl_context=ssl_context,
-            ssl_cafile=ssl_cafile,
-            ssl_certfile=ssl_certfile,
-            ssl_keyfile=ssl_keyfile,
-            ssl_password=ssl_password,
-            ssl_check_hostname=ssl_check_hostname,
-            sasl_mechanism=sasl_mechanism,
-            sasl_plain_username=sasl_plain_username,
-            sasl_plain_password=sasl_plain_password,
-            sasl_oauth_token_provider=sasl_oauth_token_provider,
-            max_pipelined_requests=max_pipelined_requests,
-        )
-        # END GENERATED __init__
+    def _setup(self) -> None:
+        """The rest of ``__init__`` (generated: :class:`AdminConstructor`), run last."""
         self._cluster = Cluster(self.config)
         self._coordinators: dict[str, int] = {}
         self._started = False

@@ -142,3 +142,26 @@ class GroupOptions:
             for name in self.__dataclass_fields__
             if getattr(self, name) != getattr(defaults, name)
         ]
+
+
+def split_topics(
+    positional: tuple[str, ...], bootstrap_servers: str | Sequence[str] | None
+) -> tuple[str | Sequence[str], tuple[str, ...]]:
+    """Tell the bootstrap servers from the topics among ``Consumer``'s positional
+    arguments: without ``bootstrap_servers=`` the first one is it (``Consumer(bs)``).
+    Returns ``(bootstrap_servers, topics)``; the generated ``Consumer.__init__`` calls it.
+
+    Raises:
+        ConfigError: no bootstrap servers, or a topic that is not a str.
+    """
+    if bootstrap_servers is None:
+        if not positional:
+            raise ConfigError(
+                'Consumer needs bootstrap_servers: Consumer(bootstrap_servers="host:9092", '
+                '...) or Consumer("topic", ..., bootstrap_servers="host:9092")'
+            )
+        bootstrap_servers, positional = positional[0], positional[1:]
+    for topic in positional:
+        if not isinstance(topic, str) or not topic:
+            raise ConfigError(f"topics must be non-empty str, got {topic!r}")
+    return bootstrap_servers, positional

@@ -22,24 +22,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import ssl
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Never
 
 from aiostream_kafka import _args, habits
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shared_task, shielded
-from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import ConfigError, KafkaError
-from aiostream_kafka.options import check_options
 from aiostream_kafka.protocol.error_codes import UnknownTopicOrPartitionError
-from aiostream_kafka.serde import Deserializer
 from aiostream_kafka.structs import ConsumerGroupMetadata, Record, TopicPartition
 
-from .config import ConsumerConfig, GroupOptions
+from ._generated import ConsumerConstructor
+from .config import GroupOptions
 from .engine import FetchEngine
 from .errors import ConsumerStateError
 from .group import (
@@ -63,29 +59,7 @@ _DRAIN_TIMEOUT_S = 30.0
 _NEEDS_GROUP = "needs a group_id: offsets and subscriptions belong to a consumer group"
 
 
-def _split_topics(
-    positional: tuple[str, ...], bootstrap_servers: str | Sequence[str] | None
-) -> tuple[str | Sequence[str], tuple[str, ...]]:
-    """Tell the bootstrap servers from the topics among ``Consumer``'s positional
-    arguments: without ``bootstrap_servers=`` the first one is it (``Consumer(bs)``).
-
-    Raises:
-        ConfigError: no bootstrap servers, or a topic that is not a str.
-    """
-    if bootstrap_servers is None:
-        if not positional:
-            raise ConfigError(
-                'Consumer needs bootstrap_servers: Consumer(bootstrap_servers="host:9092", '
-                '...) or Consumer("topic", ..., bootstrap_servers="host:9092")'
-            )
-        bootstrap_servers, positional = positional[0], positional[1:]
-    for topic in positional:
-        if not isinstance(topic, str) or not topic:
-            raise ConfigError(f"topics must be non-empty str, got {topic!r}")
-    return bootstrap_servers, positional
-
-
-class Consumer:
+class Consumer(ConsumerConstructor):
     """A Kafka consumer: of the partitions given to :meth:`assign`, or, with a
     ``group_id``, of those its consumer group assigns to it (:meth:`subscribe`).
 
@@ -100,272 +74,8 @@ class Consumer:
         ConfigError: an invalid or unknown option (before any network I/O).
     """
 
-    # BEGIN GENERATED __init__ (tools/gen_signatures.py; do not edit by hand)
-    def __init__(
-        self,
-        *topics: str,
-        bootstrap_servers: str | Sequence[str] | None = None,
-        client_id: str = "aiostream-kafka",
-        request_timeout_ms: int = 30_000,
-        socket_connection_setup_timeout_ms: int = 10_000,
-        reconnect_backoff_ms: int = 50,
-        reconnect_backoff_max_ms: int = 1000,
-        retry_backoff_ms: int = 100,
-        retry_backoff_max_ms: int = 1000,
-        metadata_max_age_ms: int = 300_000,
-        metadata_max_idle_ms: int = 300_000,
-        default_api_timeout_ms: int = 60_000,
-        bootstrap_timeout_ms: int = 10_000,
-        connections_max_idle_ms: int = 540_000,
-        security_protocol: str = "PLAINTEXT",
-        ssl_context: ssl.SSLContext | None = None,
-        ssl_cafile: str | None = None,
-        ssl_certfile: str | None = None,
-        ssl_keyfile: str | None = None,
-        ssl_password: str | None = None,
-        ssl_check_hostname: bool = True,
-        sasl_mechanism: str | None = None,
-        sasl_plain_username: str | None = None,
-        sasl_plain_password: str | None = None,
-        sasl_oauth_token_provider: Any = None,
-        max_pipelined_requests: int = 100,
-        group_id: str | None = None,
-        auto_offset_reset: str = "earliest",
-        enable_auto_commit: bool = False,
-        isolation_level: str = "read_uncommitted",
-        max_prefetch_batches: int = 2,
-        max_prefetch_bytes: int = 67_108_864,
-        poll_interval_ms: int = 50,
-        key_deserializer: Deserializer | None = None,
-        value_deserializer: Deserializer | None = None,
-        fetch_max_wait_ms: int = 500,
-        fetch_min_bytes: int = 1,
-        fetch_max_bytes: int = 52_428_800,
-        max_partition_fetch_bytes: int = 1_048_576,
-        check_crcs: bool = True,
-        client_rack: str | None = None,
-        missing_topic_timeout_ms: int = 5000,
-        group_instance_id: str | None = None,
-        session_timeout_ms: int = 45_000,
-        heartbeat_interval_ms: int = 3000,
-        max_poll_interval_ms: int = 300_000,
-        partition_assignment_strategy: str | Sequence[str] = "cooperative-sticky",
-        auto_commit_interval_ms: int = 5000,
-        **unknown: Never,
-    ) -> None:
-        """Create a consumer; it connects in :meth:`start` (or ``async with``).
-
-        Args:
-            *topics: topics to subscribe to when the consumer starts (aiokafka's habit): with a
-                `group_id` the group assigns their partitions; without one every partition of each
-                topic is assigned. When `bootstrap_servers` is not given by name, the first
-                positional argument is it (`Consumer(bootstrap_servers, ...)`), and the topics
-                follow it.
-            bootstrap_servers: Where to find the cluster: `"host:port[,host:port]"` or a list of
-                `"host:port"` (IPv6 hosts in brackets: `"[::1]:9092"`). After the first metadata
-                answer the client talks to the brokers the metadata names, and falls back to these
-                addresses only when none of those answers. (required)
-            client_id: Sent in the header of every request; brokers show it in their logs and
-                request metrics and apply client quotas by it. (default `'aiostream-kafka'`)
-            request_timeout_ms: How long to wait for the answer to one request. When it runs out the
-                connection is closed and every request in flight on it fails with a retriable
-                `NetworkError`, which the caller retries within its own deadline. A Fetch gets
-                `fetch_max_wait_ms` on top, since the broker may hold it that long. The producer
-                uses the same value for its Produce requests. (ms, default `30000` (30 s))
-            socket_connection_setup_timeout_ms: How long opening one connection (TCP connect, and
-                the TLS handshake with `SSL`) may take before it fails with `KafkaTimeoutError`.
-                (ms, default `10000` (10 s))
-            reconnect_backoff_ms: Wait before connecting again to an address whose last attempt
-                failed; it doubles with each further failure up to `reconnect_backoff_max_ms`, with
-                ±20 % jitter. (ms, default `50`)
-            reconnect_backoff_max_ms: Upper bound of the reconnect back-off. Must be at least
-                `reconnect_backoff_ms`. (ms, default `1000` (1 s))
-            retry_backoff_ms: First wait before retrying an operation that failed with a retriable
-                error (metadata refreshes, Admin calls, offset lookups, produce retries); it doubles
-                with each further failure up to `retry_backoff_max_ms`. (ms, default `100`)
-            retry_backoff_max_ms: Upper bound of the retry back-off. (ms, default `1000` (1 s))
-            metadata_max_age_ms: Cluster metadata older than this is refreshed even when no error
-                asked for it. A consumer subscribed with a `pattern` also looks for new matching
-                topics this often. (ms, default `300000` (5 min))
-            metadata_max_idle_ms: A topic the producer has not sent to for this long is dropped from
-                its metadata requests (KIP-526), and its per-partition state with it; sending to it
-                again fetches its metadata again. (ms, default `300000` (5 min))
-            default_api_timeout_ms: Deadline of operations that retry as a whole: `start()` (the
-                first metadata), Admin calls without their own `timeout_ms`, the consumer's offset
-                lookups (`seek_to_beginning`, `seek_to_end`, `offsets_for_times`, ...), commits and
-                reading committed offsets. Past it they raise `KafkaTimeoutError` with the last
-                error. (ms, default `60000` (1 min))
-            bootstrap_timeout_ms: How long `start()` keeps trying the bootstrap addresses (each
-                failed attempt logs a warning) before it raises `BootstrapError` naming every
-                address and its last error. Only the first metadata request has this short deadline;
-                later refreshes use `default_api_timeout_ms`. (ms, default `10000` (10 s))
-            connections_max_idle_ms: A connection with nothing in flight that has not been used for
-                this long is closed (below the broker's own 10-minute limit, so that the client ends
-                it cleanly); the next request opens a new one. (ms, default `540000` (9 min))
-            security_protocol: `"PLAINTEXT"`, `"SSL"` (TLS), `"SASL_PLAINTEXT"` or `"SASL_SSL"`
-                (SASL authentication, without or with TLS; see Security). (default `'PLAINTEXT'`)
-            ssl_context: The `ssl.SSLContext` for `SSL` and `SASL_SSL` connections. Without one, a
-                context is built from the system's trust store (or `ssl_cafile`, and `ssl_certfile`
-                for mutual TLS); giving both a context and the files is a `ConfigError`, and so is a
-                context with a protocol without TLS. (default `None`)
-            ssl_cafile: PEM file of the certificate authorities to trust instead of the system's
-                (Kafka's `ssl.truststore.location` with a PEM truststore). (default `None`)
-            ssl_certfile: PEM file of the client certificate (chain) for mutual TLS; its key is in
-                it or in `ssl_keyfile`. (default `None`)
-            ssl_keyfile: PEM file of the client certificate's private key. (default `None`)
-            ssl_password: Password of an encrypted `ssl_keyfile`. Never shown in a repr or a
-                message. (default `None`)
-            ssl_check_hostname: Check that the broker's certificate names the host connected to.
-                Turning it off still verifies the certificate against the trusted authorities.
-                (default `True`)
-            sasl_mechanism: `"PLAIN"`, `"SCRAM-SHA-256"`, `"SCRAM-SHA-512"` or `"OAUTHBEARER"`;
-                required with `SASL_PLAINTEXT` and `SASL_SSL`. GSSAPI (Kerberos) is not supported
-                yet. (default `None`)
-            sasl_plain_username: User name for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API key).
-                (default `None`)
-            sasl_plain_password: Password for `PLAIN` and `SCRAM-*` (Confluent Cloud: the API
-                secret). Never shown in a repr, log line or error message. (default `None`)
-            sasl_oauth_token_provider: For `OAUTHBEARER`: an object with `async def token(self) ->
-                str`, asked for a token at every (re-)authentication;
-                `aiostream_kafka.security.OAuthClientCredentialsProvider` is a ready OIDC
-                client-credentials one (KIP-768). (default `None`)
-            max_pipelined_requests: Requests written to one connection and not yet answered. A
-                caller beyond it waits for a slot; a slot frees when the answer is read, not when a
-                caller gives up. (default `100`)
-            group_id: The consumer group; `None` for a consumer of partitions given to `assign()`.
-                Needed for `subscribe()`, `commit()`, `committing()` and the group options below.
-                (default `None`)
-            auto_offset_reset: Where a partition without a committed offset (or whose position is
-                out of range) starts: `"earliest"`, `"latest"`, or `"none"` (the iterator raises
-                `NoOffsetForPartitionError` / `OffsetOutOfRangeError`; `seek` first). (default
-                `'earliest'`)
-            enable_auto_commit: Commit the delivered positions (what the iterators handed out, never
-                what is only prefetched) every `auto_commit_interval_ms` and before a partition is
-                revoked. Needs a `group_id`. (default `False`)
-            isolation_level: `"read_uncommitted"` or `"read_committed"` (records of aborted
-                transactions are dropped, and reading stops at the last stable offset). (default
-                `'read_uncommitted'`)
-            max_prefetch_batches: Fetched chunks (what one Fetch returned for one partition) queued
-                per partition, besides the one being handed out. A partition with a full queue is
-                not fetched. 1..1024. (default `2`)
-            max_prefetch_bytes: All queued chunks of all partitions together, counted decompressed;
-                a fetch round reserves its share before it is sent. Must be at least
-                `max_partition_fetch_bytes`. (bytes, default `67108864` (64 MiB))
-            poll_interval_ms: Fetch rounds to a broker that return no records start at most this
-                often (the broker's long poll of up to `fetch_max_wait_ms` counts towards it);
-                capped at `fetch_max_wait_ms`. (ms, default `50`)
-            key_deserializer: Callable `(bytes | None) -> key`, applied as records are handed out;
-                an exception from it raises `RecordDeserializationError` at that record. (default
-                `None`)
-            value_deserializer: As `key_deserializer`, for values. (default `None`)
-            fetch_max_wait_ms: How long the broker may hold a Fetch while it has less than
-                `fetch_min_bytes`. (ms, default `500`)
-            fetch_min_bytes: The broker answers a Fetch as soon as it has this much (or after
-                `fetch_max_wait_ms`). (bytes, default `1`)
-            fetch_max_bytes: Largest Fetch response (the broker's `max_bytes`). (bytes, default
-                `52428800` (50 MiB))
-            max_partition_fetch_bytes: Most one partition contributes to one Fetch response. The
-                consumer may ask for less so that full queues of every partition fit
-                `max_prefetch_bytes` (never less than 64 KiB). A single batch larger than this still
-                comes whole. (bytes, default `1048576` (1 MiB))
-            check_crcs: Verify each fetched batch's CRC-32C (each legacy magic 0/1 message's
-                CRC-32); a mismatch raises `CorruptRecordError` (`CorruptPartitionDataError`) at
-                that offset. (default `True`)
-            client_rack: The consumer's rack, sent with Fetch so that a broker configured with a
-                replica selector can serve it from a replica in the same rack (KIP-392): the leader
-                names that replica, which then serves the partition for `metadata_max_age_ms` (any
-                error from it sends the partition back to the leader). With a `group_id` it is also
-                the member's rack for rack-aware assignment (KIP-881). (default `None`)
-            missing_topic_timeout_ms: How long an assigned topic or partition may be missing from
-                the metadata before the iterators raise `UnknownTopicOrPartitionError`
-                (`TopicDeletedError`). (ms, default `5000` (5 s))
-            group_instance_id: Static membership (KIP-345): a stable id per instance. A static
-                member does not leave the group on close, so a restart within `session_timeout_ms`
-                gets the same partitions without a rebalance. A second consumer with the same id
-                fences the first (`FencedMemberError`). (default `None`)
-            session_timeout_ms: How long the coordinator keeps a member that sends no heartbeat
-                before it removes the member and rebalances. Brokers bound it
-                (`group.min.session.timeout.ms`, `group.max.session.timeout.ms`). (ms, default
-                `45000` (45 s))
-            heartbeat_interval_ms: Time between two heartbeats. Heartbeats run in their own task,
-                through rebalances and callbacks, and never wait for record processing. Must be
-                below `session_timeout_ms`. (ms, default `3000` (3 s))
-            max_poll_interval_ms: Poll liveness, as in the Java client: when the application has not
-                asked for records for this long (no iterator waiting, none handed out), or one of
-                its rebalance callbacks has run this long, the member leaves the group until it asks
-                again (see Rebalances). Also sent as the rebalance timeout. (ms, default `300000` (5
-                min))
-            partition_assignment_strategy: `"cooperative-sticky"`, `"range"` or `"roundrobin"`, or a
-                list of them in order of preference. Cooperative (incremental) rebalancing is used
-                when every listed assignor is cooperative; otherwise every partition is revoked on
-                each rebalance (eager). (default `'cooperative-sticky'`)
-            auto_commit_interval_ms: With `enable_auto_commit`, time between two background commits
-                of the delivered positions. (ms, default `5000` (5 s))
-            **unknown: not an option: a name given here raises `ConfigError` saying what to write
-                instead (typed `Never`, so that a type checker flags it too).
-
-        Raises:
-            ConfigError: an unknown option, an invalid value or two options that contradict each
-                other, before any network I/O.
-            ConfigError: no `bootstrap_servers`; a group option changed from its default without a
-                `group_id`.
-        """
-        check_options("Consumer", unknown)
-        bootstrap_servers, self._topics = _split_topics(topics, bootstrap_servers)
-        self.client_config = ClientConfig(
-            bootstrap_servers=bootstrap_servers,
-            client_id=client_id,
-            request_timeout_ms=request_timeout_ms,
-            socket_connection_setup_timeout_ms=socket_connection_setup_timeout_ms,
-            reconnect_backoff_ms=reconnect_backoff_ms,
-            reconnect_backoff_max_ms=reconnect_backoff_max_ms,
-            retry_backoff_ms=retry_backoff_ms,
-            retry_backoff_max_ms=retry_backoff_max_ms,
-            metadata_max_age_ms=metadata_max_age_ms,
-            metadata_max_idle_ms=metadata_max_idle_ms,
-            default_api_timeout_ms=default_api_timeout_ms,
-            bootstrap_timeout_ms=bootstrap_timeout_ms,
-            connections_max_idle_ms=connections_max_idle_ms,
-            security_protocol=security_protocol,
-            ssl_context=ssl_context,
-            ssl_cafile=ssl_cafile,
-            ssl_certfile=ssl_certfile,
-            ssl_keyfile=ssl_keyfile,
-            ssl_password=ssl_password,
-            ssl_check_hostname=ssl_check_hostname,
-            sasl_mechanism=sasl_mechanism,
-            sasl_plain_username=sasl_plain_username,
-            sasl_plain_password=sasl_plain_password,
-            sasl_oauth_token_provider=sasl_oauth_token_provider,
-            max_pipelined_requests=max_pipelined_requests,
-        )
-        self.config = ConsumerConfig(
-            group_id=group_id,
-            auto_offset_reset=auto_offset_reset,
-            enable_auto_commit=enable_auto_commit,
-            isolation_level=isolation_level,
-            max_prefetch_batches=max_prefetch_batches,
-            max_prefetch_bytes=max_prefetch_bytes,
-            poll_interval_ms=poll_interval_ms,
-            key_deserializer=key_deserializer,
-            value_deserializer=value_deserializer,
-            fetch_max_wait_ms=fetch_max_wait_ms,
-            fetch_min_bytes=fetch_min_bytes,
-            fetch_max_bytes=fetch_max_bytes,
-            max_partition_fetch_bytes=max_partition_fetch_bytes,
-            check_crcs=check_crcs,
-            client_rack=client_rack,
-            missing_topic_timeout_ms=missing_topic_timeout_ms,
-        )
-        group_options = GroupOptions(
-            group_instance_id=group_instance_id,
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=heartbeat_interval_ms,
-            max_poll_interval_ms=max_poll_interval_ms,
-            partition_assignment_strategy=partition_assignment_strategy,
-            auto_commit_interval_ms=auto_commit_interval_ms,
-        )
-        # END GENERATED __init__
+    def _setup(self, group_options: GroupOptions) -> None:
+        """The rest of ``__init__`` (generated: :class:`ConsumerConstructor`), run last."""
         group_id = self.config.group_id
         changed = group_options.changed()
         if changed and group_id is None:
