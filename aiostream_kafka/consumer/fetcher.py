@@ -57,10 +57,8 @@ import time
 from collections.abc import Mapping
 from typing import Protocol
 
-from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.cluster.metadata import BrokerMetadata
 from aiostream_kafka.concurrency import run_in_worker
-from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     ClientClosedError,
     KafkaError,
@@ -77,7 +75,6 @@ from aiostream_kafka.protocol.records import RecordBatch, iter_batches
 from aiostream_kafka.protocol.transactions import ReadCommittedFilter
 from aiostream_kafka.structs import TopicPartition
 
-from .config import ConsumerConfig
 from .errors import CorruptPartitionDataError
 from .fetch_session import (
     SESSION_ERRORS,
@@ -86,9 +83,9 @@ from .fetch_session import (
     FetchSession,
     SessionPartition,
 )
-from .interfaces import ResolverRequests
+from .interfaces import EngineParts, ResolverRequests
 from .partition import Chunk, PartitionState, PendingError
-from .prefetch import PrefetchBuffer, inflate
+from .prefetch import inflate
 from .scheduler import FetchRound, RoundOutcome
 
 __all__ = ["FetchHost", "Fetcher", "RoundSink"]
@@ -146,19 +143,11 @@ class RoundSink(Protocol):
         """Broker ``node``'s round ended with ``outcome`` (paces the next one)."""
 
 
-class FetchHost(Protocol):
+class FetchHost(EngineParts, Protocol):
     """What a fetcher reads of its owner (``engine.FetchEngine``): the prefetch buffer it
     fills, the cluster, the settings, the other brokers' fetchers (read replicas), where an
     out-of-range offset goes, and who to tell about a round or ask for metadata."""
 
-    @property
-    def buffer(self) -> PrefetchBuffer: ...
-    @property
-    def cluster(self) -> Cluster: ...
-    @property
-    def client(self) -> ClientConfig: ...
-    @property
-    def config(self) -> ConsumerConfig: ...
     @property
     def fetchers(self) -> Mapping[int, Fetcher]: ...
     @property

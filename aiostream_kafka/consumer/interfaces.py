@@ -5,16 +5,36 @@ component names the part of its owner it uses as a protocol of its own module
 (``scheduler.SchedulerHost``, ``fetcher.FetchHost``, ``positions.ResolverHost``,
 ``iterators.StreamHost``), so that no component imports the engine and a test can hand
 a component a small fake. The protocols here are the ones several components share: the
-offset resolver's metadata requests and a wake-up. Nothing here imports a component.
+offset resolver's metadata requests, a wake-up, and the engine's parts every component
+reads (``EngineParts``). Nothing here imports a component but the prefetch buffer (a leaf).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from .partition import PartitionState
+from aiostream_kafka.cluster import Cluster
+from aiostream_kafka.config import ClientConfig
 
-__all__ = ["MetadataRequests", "ResolverRequests", "Wakeable"]
+from .config import ConsumerConfig
+from .partition import PartitionState
+from .prefetch import PrefetchBuffer
+
+__all__ = ["EngineParts", "MetadataRequests", "ResolverRequests", "Wakeable"]
+
+
+class EngineParts(Protocol):
+    """What the scheduler, the fetchers and the resolver all read of the engine: the
+    cluster, the client's and the consumer's settings, the prefetch buffer."""
+
+    @property
+    def buffer(self) -> PrefetchBuffer: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def client(self) -> ClientConfig: ...
+    @property
+    def config(self) -> ConsumerConfig: ...
 
 
 class Wakeable(Protocol):

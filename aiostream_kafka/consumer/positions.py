@@ -40,7 +40,6 @@ from typing import Protocol
 from aiostream_kafka.admin.types import OffsetAndTimestamp
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import gather_all, gather_settled
-from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
@@ -61,12 +60,10 @@ from aiostream_kafka.requests.offsets import (
 )
 from aiostream_kafka.structs import TopicPartition
 
-from .config import ConsumerConfig
 from .errors import LogTruncationError, NoOffsetForPartitionError, TopicDeletedError
 from .fetcher import ends_consumer
-from .interfaces import Wakeable
+from .interfaces import EngineParts, Wakeable
 from .partition import PartitionState, PendingError
-from .prefetch import PrefetchBuffer
 
 __all__ = [
     "EARLIEST",
@@ -188,21 +185,13 @@ async def lookup_offsets(
     return found
 
 
-class ResolverHost(Protocol):
+class ResolverHost(EngineParts, Protocol):
     """What the resolver reads of its owner (``engine.FetchEngine``): the assigned
     partitions, the cluster, the settings, the buffer its errors go to, how a position is
     set, reset or failed, and the scheduler to wake once positions are known."""
 
     @property
     def partitions(self) -> Mapping[TopicPartition, PartitionState]: ...
-    @property
-    def buffer(self) -> PrefetchBuffer: ...
-    @property
-    def cluster(self) -> Cluster: ...
-    @property
-    def client(self) -> ClientConfig: ...
-    @property
-    def config(self) -> ConsumerConfig: ...
     @property
     def scheduler(self) -> Wakeable: ...
 

@@ -30,14 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from aiostream_kafka.cluster import Cluster
-from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.structs import TopicPartition
 
-from .config import ConsumerConfig
-from .interfaces import MetadataRequests
+from .interfaces import EngineParts, MetadataRequests
 from .partition import PartitionState
-from .prefetch import PrefetchBuffer
 
 __all__ = ["FetchRound", "PollScheduler", "RoundOutcome", "RoundTaker", "SchedulerHost"]
 
@@ -78,21 +74,13 @@ class RoundTaker(Protocol):
         """Run ``fetch_round`` (one Fetch request) as soon as it can."""
 
 
-class SchedulerHost(Protocol):
+class SchedulerHost(EngineParts, Protocol):
     """What the scheduler reads of its owner (``engine.FetchEngine``): the assigned
     partitions, the prefetch budget, the metadata, the settings, whether it stopped, and
     who to ask for a round, a metadata refresh or a position."""
 
     @property
     def partitions(self) -> Mapping[TopicPartition, PartitionState]: ...
-    @property
-    def buffer(self) -> PrefetchBuffer: ...
-    @property
-    def cluster(self) -> Cluster: ...
-    @property
-    def client(self) -> ClientConfig: ...
-    @property
-    def config(self) -> ConsumerConfig: ...
     @property
     def closed(self) -> bool: ...
     @property
