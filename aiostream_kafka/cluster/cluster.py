@@ -194,8 +194,8 @@ class Cluster:
     def _refresh_done(self, task: asyncio.Task[ClusterSnapshot]) -> None:
         if self._refresh is not None and self._refresh.task is task:
             self._refresh = None
-        if not task.cancelled():
-            task.exception()  # retrieved here, so that no waiter-less failure is logged
+        # Its outcome is retrieved by the scope (Crash.AWAITED): no waiter-less failure is
+        # logged as lost.
 
     async def ensure_fresh(self, topics: Collection[str] = ()) -> ClusterSnapshot:
         """Return the snapshot, refreshing first if it is older than

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.cluster.metadata import TopicMetadata
+from aiostream_kafka.concurrency import mark_retrieved
 from aiostream_kafka.producer.accumulator import (
     PLAIN_OVERHEAD,
     Accumulator,
@@ -630,7 +631,7 @@ class BatchCalls:
                 yield await take()
         finally:
             for future in window:  # abandoned: retrieve, so nothing is logged as lost
-                future.add_done_callback(_retrieve)
+                future.add_done_callback(mark_retrieved)
 
 
 def _length(data: Any) -> int:
@@ -645,8 +646,3 @@ def _check_items(items: list[Any], what: str) -> None:
                 serialize(None, item, what)
             except TypeError as exc:
                 raise TypeError(f"{what}s[{i}]: {exc}") from None
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
