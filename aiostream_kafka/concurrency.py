@@ -240,6 +240,8 @@ class TaskScope:
         self.owner = owner
         self._on_fail = on_fail
         self._tasks: set[asyncio.Task[Any]] = set()
+        # The policy of each task that runs its coroutine directly (see spawn).
+        self._policies: dict[asyncio.Task[Any], Crash] = {}
         self._closed = False
 
     @property
@@ -286,10 +288,45 @@ class TaskScope:
         if crash is Crash.RESTART and asyncio.iscoroutine(body):
             body.close()
             raise TypeError("Crash.RESTART needs a function that makes the coroutine")
+        if asyncio.iscoroutine(body) and crash is not Crash.RESTART:
+            # The common case (a request, a one-shot job) runs the coroutine itself, with
+            # no wrapping frame: the policy is applied when it ends (_ended). A produce
+            # request's task costs ~3 us less per request this way.
+            direct = asyncio.create_task(body, name=name)
+            self._tasks.add(direct)
+            self._policies[direct] = crash
+            direct.add_done_callback(self._ended)
+            return direct
         task = asyncio.create_task(self._run(body, name, crash), name=name)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return task
+
+    def _ended(self, task: asyncio.Task[Any]) -> None:
+        """A task running its coroutine directly ended: apply its policy to an error."""
+        self._tasks.discard(task)
+        crash = self._policies.pop(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            return
+        if crash is Crash.AWAITED or not isinstance(exc, Exception):
+            retrieve(task)
+        elif crash is Crash.LOG:
+            log.error("%s: %s failed", self.owner, task.get_name(), exc_info=exc)
+        else:
+            log.error("%s: %s failed; %s stops", self.owner, task.get_name(), self.owner,
+                      exc_info=exc)  # fmt: skip
+            if self._on_fail is not None:
+                outcome = self._on_fail(exc)
+                if outcome is not None:  # an async on_fail: run it as a task of the scope
+                    if self._closed:
+                        if asyncio.iscoroutine(outcome):
+                            outcome.close()
+                    else:
+                        self.spawn(_awaited(outcome), name=f"{task.get_name()}: on_fail",
+                                   crash=Crash.AWAITED)  # fmt: skip
 
     async def _run(self, body: Body[T], name: str, crash: Crash) -> T | None:
         loop = asyncio.get_running_loop()

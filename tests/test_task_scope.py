@@ -56,6 +56,29 @@ async def test_fail_owner_awaits_an_async_on_fail() -> None:
     assert task.result() is None
 
 
+async def test_fail_owner_of_a_coroutine_calls_on_fail_sync_or_async() -> None:
+    """A coroutine spawned as is (no wrapping frame: the produce request's path) gets
+    the same policy, applied when it ends."""
+    seen: list[str] = []
+
+    async def on_fail_async(exc: Exception) -> None:
+        await asyncio.sleep(0)
+        seen.append(f"async {exc}")
+
+    sync_scope = TaskScope("sync owner", on_fail=lambda exc: seen.append(f"sync {exc}"))
+    async_scope = TaskScope("async owner", on_fail=on_fail_async)
+    ok = sync_scope.spawn(asyncio.sleep(0, "fine"), name="ok", crash=Crash.FAIL_OWNER)
+    for scope in (sync_scope, async_scope):
+        task = scope.spawn(_boom(), name="request", crash=Crash.FAIL_OWNER)
+        await asyncio.wait([task])
+    await asyncio.sleep(0.01)
+    assert sorted(seen) == ["async a bug", "sync a bug"]
+    assert await ok == "fine"
+    await sync_scope.aclose()
+    await async_scope.aclose()
+    assert len(sync_scope) == 0 and len(async_scope) == 0
+
+
 async def test_restart_runs_again_after_a_backoff(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -113,8 +136,10 @@ async def test_log_policy_logs_and_the_owner_goes_on(caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.ERROR, logger="aiostream_kafka.concurrency"):
         task = scope.spawn(_boom(), name="link", crash=Crash.LOG)
         await asyncio.wait([task])
-    assert task.result() is None
-    assert "proxy: link failed" in caplog.text
+        restarted = scope.spawn(_boom, name="link 2", crash=Crash.LOG)  # the wrapped form
+        await asyncio.wait([restarted])
+    assert restarted.result() is None
+    assert "proxy: link failed" in caplog.text and "proxy: link 2 failed" in caplog.text
 
 
 async def test_aclose_cancels_everything_and_refuses_new_tasks() -> None:
