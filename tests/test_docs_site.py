@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+# Builds the site and drives Chromium: tens of seconds, so not in `make test-fast`.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 1280
 
