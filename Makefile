@@ -67,7 +67,7 @@ test-pure: $(STAMP)
 # a broker or a JVM), without Java and without the broker jars; a broker start in this run
 # fails the test that tried it (AIOSTREAM_KAFKA_NO_BROKER).
 test-fast: $(STAMP)
-	AIOSTREAM_KAFKA_NO_BROKER=1 $(PY) -m pytest -ra -m "not broker and not slow" $(PYTEST_ARGS)
+	AIOSTREAM_KAFKA_NO_BROKER=1 $(PY) -m pytest -ra -n 2 -m "not broker and not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check aiostream_kafka tests tools benchmarks examples
