@@ -138,3 +138,5 @@ class ConsumerOptions(TypedDict, total=False):
     max_poll_interval_ms: int
     partition_assignment_strategy: str | Sequence[str]
     auto_commit_interval_ms: int
+    group_protocol: str
+    group_remote_assignor: str | None

@@ -342,6 +342,20 @@ CONSUMER_OPTIONS: dict[str, tuple[str, str]] = {
 # The group options (GroupOptions) are keyword options of Consumer, which only a
 # group_id lets differ from their defaults.
 GROUP_OPTION_DOCS: dict[str, tuple[str, str]] = {
+    "group_protocol": (
+        "",
+        '`"classic"` (JoinGroup/SyncGroup, client-side assignment; every broker) or'
+        ' `"consumer"` (KIP-848, Kafka 4.0+: the broker assigns, members reconcile'
+        " incrementally through ConsumerGroupHeartbeat; see Choosing the group protocol)."
+        " Under `\"consumer\"`, `session_timeout_ms`, `heartbeat_interval_ms` and"
+        " `partition_assignment_strategy` are group configs of the broker and raise"
+        " `ConfigError` here.",
+    ),
+    "group_remote_assignor": (
+        "",
+        'With `group_protocol="consumer"`: the broker-side assignor, `"uniform"` or'
+        ' `"range"` (None: the broker\'s default, the first of `group.consumer.assignors`).',
+    ),
     "group_instance_id": (
         "",
         "Static membership (KIP-345): a stable id per instance. A static member does not"

@@ -75,6 +75,8 @@ class ConsumerConstructor:
         max_poll_interval_ms: int = 300_000,
         partition_assignment_strategy: str | Sequence[str] = "cooperative-sticky",
         auto_commit_interval_ms: int = 5000,
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
         **unknown: Never,
     ) -> None:
         """Create a consumer; it connects in :meth:`start` (or ``async with``).
@@ -225,6 +227,15 @@ class ConsumerConstructor:
                 each rebalance (eager). (default `'cooperative-sticky'`)
             auto_commit_interval_ms: With `enable_auto_commit`, time between two background commits
                 of the delivered positions. (ms, default `5000` (5 s))
+            group_protocol: `"classic"` (JoinGroup/SyncGroup, client-side assignment; every broker)
+                or `"consumer"` (KIP-848, Kafka 4.0+: the broker assigns, members reconcile
+                incrementally through ConsumerGroupHeartbeat; see Choosing the group protocol).
+                Under `"consumer"`, `session_timeout_ms`, `heartbeat_interval_ms` and
+                `partition_assignment_strategy` are group configs of the broker and raise
+                `ConfigError` here. (default `'classic'`)
+            group_remote_assignor: With `group_protocol="consumer"`: the broker-side assignor,
+                `"uniform"` or `"range"` (None: the broker's default, the first of
+                `group.consumer.assignors`). (default `None`)
             **unknown: not an option: a name given here raises `ConfigError` saying what to write
                 instead (typed `Never`, so that a type checker flags it too).
 
@@ -288,6 +299,8 @@ class ConsumerConstructor:
             max_poll_interval_ms=max_poll_interval_ms,
             partition_assignment_strategy=partition_assignment_strategy,
             auto_commit_interval_ms=auto_commit_interval_ms,
+            group_protocol=group_protocol,
+            group_remote_assignor=group_remote_assignor,
         )
         self._setup(group_options)
 

@@ -121,9 +121,11 @@ class GroupOptions:
     """The consumer group settings: keyword options of ``Consumer`` that take effect (and
     may differ from their defaults) only with a ``group_id``.
 
-    ``max_poll_interval_ms`` is also the rebalance timeout sent in JoinGroup;
-    ``partition_assignment_strategy`` is one assignor name or a list in order of
-    preference. The values are checked where the group settings are built
+    ``max_poll_interval_ms`` is also the rebalance timeout sent in JoinGroup (or in the
+    joining ConsumerGroupHeartbeat); ``partition_assignment_strategy`` is one assignor name
+    or a list in order of preference (classic protocol); ``group_protocol`` is
+    ``"classic"`` or ``"consumer"`` (KIP-848), ``group_remote_assignor`` the broker-side
+    assignor of the consumer protocol. The values are checked where the group settings are built
     (``consumer.group.group_config``).
     """
 
@@ -133,6 +135,8 @@ class GroupOptions:
     max_poll_interval_ms: int = 300_000
     partition_assignment_strategy: str | Sequence[str] = "cooperative-sticky"
     auto_commit_interval_ms: int = 5_000
+    group_protocol: str = "classic"
+    group_remote_assignor: str | None = None
 
     def changed(self) -> list[str]:
         """The names of the options that differ from their defaults."""

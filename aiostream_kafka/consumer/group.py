@@ -1,7 +1,10 @@
 """``ConsumerGroup``: a consumer's group membership, commits and health.
 
-It connects the :class:`~aiostream_kafka.group.coordinator.GroupCoordinator` (membership)
-to the :class:`~aiostream_kafka.consumer.engine.FetchEngine` (fetching):
+It connects the membership (a :class:`~aiostream_kafka.group.membership.GroupMembership`:
+the classic :class:`~aiostream_kafka.group.coordinator.GroupCoordinator`, or with
+``group_protocol="consumer"`` the KIP-848
+:class:`~aiostream_kafka.group.consumer_protocol.ConsumerProtocolMember`) to the
+:class:`~aiostream_kafka.consumer.engine.FetchEngine` (fetching):
 
 * **assigned** partitions get their committed offsets (else ``auto_offset_reset``) and are
   added to the engine, then the user's ``on_assigned`` runs;
@@ -44,7 +47,9 @@ from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.errors import CommitFailedError, ConfigError, KafkaError
 from aiostream_kafka.group.assignors import assignor_for
 from aiostream_kafka.group.config import GroupConfig
-from aiostream_kafka.group.coordinator import GroupCoordinator, GroupState
+from aiostream_kafka.group.consumer_protocol import ConsumerProtocolMember
+from aiostream_kafka.group.coordinator import GroupCoordinator
+from aiostream_kafka.group.membership import GroupMembership, GroupState
 from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
 
@@ -57,6 +62,26 @@ log = logging.getLogger(__name__)
 Callback = Callable[[frozenset[TopicPartition]], Awaitable[None]]
 
 GROUP_OPTIONS = tuple(GroupOptions.__dataclass_fields__)
+GROUP_PROTOCOLS = ("classic", "consumer")
+#: Options of the classic protocol that the consumer protocol (KIP-848) moved to the
+#: broker, each with what replaces it.
+CLASSIC_ONLY_OPTIONS = {
+    "session_timeout_ms": (
+        "the session timeout is the group config consumer.session.timeout.ms (broker default "
+        "group.consumer.session.timeout.ms, 45 s), set with Admin.incremental_alter_configs on "
+        "ConfigResource(ConfigResourceType.GROUP, group_id)"
+    ),
+    "heartbeat_interval_ms": (
+        "the broker tells each member its heartbeat interval: the group config "
+        "consumer.heartbeat.interval.ms (broker default group.consumer.heartbeat.interval.ms, "
+        "5 s), set with Admin.incremental_alter_configs on ConfigResource(ConfigResourceType."
+        "GROUP, group_id)"
+    ),
+    "partition_assignment_strategy": (
+        "the broker assigns the partitions: choose its assignor with group_remote_assignor "
+        '("uniform" or "range"; the broker offers those of group.consumer.assignors)'
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +102,8 @@ class ConsumerHealth:
     would not help, so they do not make the member unhealthy); ``missing_topics`` the
     subscribed topics the cluster does not have (a typo, or not created yet: nothing is
     read from them, and a WARNING names them every 30 s; a restart would not help either).
+    ``member_epoch`` is the KIP-848 member epoch under ``group_protocol="consumer"`` (None
+    under the classic protocol; ``generation`` then carries the same number).
     ``problem`` is the old name of ``reason`` (deprecated: reading it warns).
     """
 
@@ -93,6 +120,7 @@ class ConsumerHealth:
     last_progress_at: float | None = None
     broker_errors: tuple[str, ...] = ()
     missing_topics: frozenset[str] = frozenset()
+    member_epoch: int | None = None
 
     @property
     def healthy(self) -> bool:
@@ -135,6 +163,31 @@ def group_config(
     Raises:
         ConfigError: an unknown assignor, or an invalid value.
     """
+    protocol = options.group_protocol
+    if protocol not in GROUP_PROTOCOLS:
+        raise ConfigError(
+            f'group_protocol must be "classic" or "consumer" (KIP-848, Kafka 4.0+), '
+            f"got {protocol!r}"
+        )
+    remote = options.group_remote_assignor
+    if protocol == "consumer":
+        changed = set(options.changed())
+        for name, replacement in CLASSIC_ONLY_OPTIONS.items():
+            if name in changed:
+                raise ConfigError(
+                    f'{name} does not apply with group_protocol="consumer": {replacement}'
+                )
+        if remote is not None and (not isinstance(remote, str) or not remote):
+            raise ConfigError(
+                'group_remote_assignor must be a broker-side assignor name ("uniform", "range") '
+                f"or None (the broker's default), got {remote!r}"
+            )
+    elif remote is not None:
+        raise ConfigError(
+            "group_remote_assignor is the broker-side assignor of the consumer group protocol: "
+            'it needs group_protocol="consumer" (the classic protocol assigns in the client: '
+            "partition_assignment_strategy)"
+        )
     strategy = options.partition_assignment_strategy
     names = [strategy] if isinstance(strategy, str) else list(strategy)
     for name in names:
@@ -150,6 +203,8 @@ def group_config(
         rebalance_timeout_ms=options.max_poll_interval_ms,
         metadata_check_interval_ms=metadata_max_age_ms,
         default_api_timeout_ms=default_api_timeout_ms,
+        protocol=protocol,
+        remote_assignor=remote,
     )
     return config, names, interval
 
@@ -168,9 +223,13 @@ class ConsumerGroup:
         auto_commit_interval_ms: int,
     ) -> None:
         self.engine = engine
-        self.coordinator = GroupCoordinator(
-            cluster, config, [assignor_for(n) for n in assignor_names], self
-        )
+        self.coordinator: GroupMembership
+        if config.protocol == "consumer":
+            self.coordinator = ConsumerProtocolMember(cluster, config, self)
+        else:
+            self.coordinator = GroupCoordinator(
+                cluster, config, [assignor_for(n) for n in assignor_names], self
+            )
         self.auto_commit = auto_commit
         self.auto_commit_interval_s = auto_commit_interval_ms / 1000
         self.on_assigned: Callback | None = None
@@ -446,4 +505,5 @@ class ConsumerGroup:
             last_progress_at=self.engine.buffer.metrics.last_progress_at or None,
             broker_errors=broker_errors(self.engine),
             missing_topics=c.missing_topics,
+            member_epoch=c.member_epoch,
         )

@@ -25,6 +25,10 @@ class GroupConfig:
     metadata_check_interval_ms: int = 5_000
     default_api_timeout_ms: int = 60_000
     rack_id: str | None = None
+    # "classic" (JoinGroup/SyncGroup) or "consumer" (KIP-848, ConsumerGroupHeartbeat).
+    protocol: str = "classic"
+    # Under "consumer": the broker-side assignor ("uniform", "range"; None: the broker's).
+    remote_assignor: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.group_id, str) or not self.group_id:

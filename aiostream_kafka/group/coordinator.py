@@ -31,12 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import re
 import time
 from collections.abc import Collection, Sequence
-from typing import Protocol
 
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.concurrency import Crash, TaskScope
@@ -50,6 +48,8 @@ from aiostream_kafka.errors import (
 )
 from aiostream_kafka.group.assignors import Assignor, MemberSubscription
 from aiostream_kafka.group.config import GroupConfig as GroupConfig  # re-exported: its old home
+from aiostream_kafka.group.membership import AssignmentListener as AssignmentListener
+from aiostream_kafka.group.membership import GroupState as GroupState
 from aiostream_kafka.group.offsets import GroupOffsets
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.protocol import error_codes as ec
@@ -83,37 +83,6 @@ _ILLEGAL_GENERATION = 22
 _REBALANCE_IN_PROGRESS = 27
 _MEMBER_ID_REQUIRED = 79
 _FENCED_INSTANCE_ID = 82
-
-
-class GroupState(enum.Enum):
-    """Where the member stands; ``FENCED`` and ``FAILED`` are final."""
-
-    UNJOINED = "unjoined"
-    REBALANCING = "rebalancing"
-    STABLE = "stable"
-    FENCED = "fenced"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-class AssignmentListener(Protocol):
-    """What the consumer does when its partitions change. Each call is awaited before the
-    membership goes on, so ``partitions_revoked`` can flush commits first."""
-
-    async def partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None: ...
-
-    async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None: ...
-
-    async def partitions_lost(self, partitions: frozenset[TopicPartition]) -> None: ...
-
-    def member_failed(self, error: KafkaError) -> None:
-        """The member stopped for good (fenced, not authorized, a fatal error): the
-        consumer's iterators must raise ``error`` rather than wait for records."""
-
-    def stalled(self) -> tuple[float, str]:
-        """How long (seconds) the application has made no progress, and what: not asking
-        for records, or a rebalance callback of its own still running. Sampled at every
-        heartbeat tick; ``max_poll_interval_ms`` applies to it."""
 
 
 class _Rejoin(Exception):
@@ -224,6 +193,14 @@ class GroupCoordinator:
         scope = self._scope = TaskScope(f"group {group} member", on_fail=self._crashed)
         scope.spawn(self._membership_loop, name=f"group {group} membership", crash=Crash.FAIL_OWNER)
         scope.spawn(self._heartbeat_loop, name=f"group {group} heartbeat", crash=Crash.FAIL_OWNER)
+
+    @property
+    def member_epoch(self) -> int | None:
+        """None: the classic protocol has generations, not member epochs."""
+        return None
+
+    async def epoch_moved(self, stale: int, timeout_s: float) -> None:
+        """Classic commits are never answered STALE_MEMBER_EPOCH: nothing to wait for."""
 
     @property
     def running(self) -> bool:

@@ -45,6 +45,20 @@ _UNKNOWN_MEMBER_ID = 25
 _ILLEGAL_GENERATION = 22
 _REBALANCE_IN_PROGRESS = 27
 _FENCED_INSTANCE_ID = 82
+_FENCED_MEMBER_EPOCH = 110
+_STALE_MEMBER_EPOCH = 113
+
+
+class _StaleEpoch(KafkaError):
+    """Internal: a commit was answered STALE_MEMBER_EPOCH for member epoch ``epoch``."""
+
+    retriable = True
+
+    def __init__(self, message: str, epoch: int) -> None:
+        super().__init__(message)
+        self.epoch = epoch
+
+
 #: Errors retried after looking the coordinator up again.
 _COORDINATOR_TROUBLE = (
     NetworkError,
@@ -58,9 +72,12 @@ _COORDINATOR_TROUBLE = (
 class Membership(Protocol):
     """What committing needs of the membership (the group coordinator)."""
 
-    generation: int
     member_id: str
     owned: frozenset[TopicPartition]
+
+    @property
+    def generation(self) -> int:
+        """The classic generation, or the KIP-848 member epoch."""
 
     def final_error(self) -> KafkaError | None:
         """The error that ended the membership for good (fenced, failed), if any."""
@@ -70,6 +87,10 @@ class Membership(Protocol):
     def coordinator_lost(self, why: object) -> None: ...
 
     def request_rejoin(self, reason: str) -> None: ...
+
+    async def epoch_moved(self, stale: int, timeout_s: float) -> None:
+        """Wait until the member epoch is no longer ``stale`` (KIP-848: a commit answered
+        STALE_MEMBER_EPOCH goes again with the epoch the next heartbeat brings)."""
 
 
 class GroupOffsets:
@@ -95,28 +116,38 @@ class GroupOffsets:
         final = self._member.final_error()
         if final is not None:
             raise reraisable(final)
+        self._check_owned(offsets)
+        limit_ms = self.config.default_api_timeout_ms
+        deadline = time.monotonic() + limit_ms / 1000
+
+        async def lost(error: Exception) -> None:
+            if isinstance(error, _StaleEpoch):
+                # KIP-848: the epoch moved on; the heartbeat brings the new one (librdkafka
+                # drops such a commit: here it goes again, if the partitions are still ours).
+                await self._member.epoch_moved(error.epoch, max(0.0, deadline - time.monotonic()))
+                return
+            self._member.coordinator_lost(error)  # look it up again
+
+        await retry_until(
+            f"group {self.config.group_id!r}: commit",
+            lambda: self._commit_once(offsets),
+            deadline=deadline,
+            limit=f"{limit_ms} ms",
+            backoff=Backoff.of(self.config),
+            retriable=lambda error: isinstance(error, (*_COORDINATOR_TROUBLE, _StaleEpoch)),
+            between=lost,
+        )
+
+    def _check_owned(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         not_owned = sorted(tp for tp in offsets if tp not in self._member.owned)
         if not_owned:
             raise CommitFailedError(
                 f"group {self.config.group_id!r}: cannot commit offsets of {not_owned}: this "
                 "member does not own them (they were revoked or lost in a rebalance)"
             )
-        limit_ms = self.config.default_api_timeout_ms
-
-        async def lost(error: Exception) -> None:
-            self._member.coordinator_lost(error)  # look it up again
-
-        await retry_until(
-            f"group {self.config.group_id!r}: commit",
-            lambda: self._commit_once(offsets),
-            deadline=time.monotonic() + limit_ms / 1000,
-            limit=f"{limit_ms} ms",
-            backoff=Backoff.of(self.config),
-            retriable=lambda error: isinstance(error, _COORDINATOR_TROUBLE),
-            between=lost,
-        )
 
     async def _commit_once(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self._check_owned(offsets)  # again: a retry may come after a rebalance
         node = await self._member.coordinator_node()
         conn = await self.cluster.connection(node)
         version = conn.version_for(OffsetCommitRequest)
@@ -147,9 +178,10 @@ class GroupOffsets:
                     **kwargs,  # type: ignore[arg-type]
                 )
             )
+        epoch = self._member.generation
         request = OffsetCommitRequest(
             group_id=self.config.group_id,
-            generation_id_or_member_epoch=self._member.generation,
+            generation_id_or_member_epoch=epoch,
             member_id=self._member.member_id,
             group_instance_id=self.config.group_instance_id,
             topics=topics,
@@ -163,7 +195,18 @@ class GroupOffsets:
                 if code == 0:
                     continue
                 where = f"{name}[{p.partition_index}]"
-                if code in (_UNKNOWN_MEMBER_ID, _ILLEGAL_GENERATION, _REBALANCE_IN_PROGRESS):
+                if code == _STALE_MEMBER_EPOCH:
+                    raise _StaleEpoch(
+                        f"group {self.config.group_id!r}: commit of {where} with member epoch "
+                        f"{epoch} refused (STALE_MEMBER_EPOCH)",
+                        epoch,
+                    )
+                if code in (
+                    _UNKNOWN_MEMBER_ID,
+                    _ILLEGAL_GENERATION,
+                    _REBALANCE_IN_PROGRESS,
+                    _FENCED_MEMBER_EPOCH,
+                ):
                     if code != _REBALANCE_IN_PROGRESS:
                         self._member.request_rejoin(f"commit: {ec.ERRORS_BY_CODE[code].name}")
                     raise CommitFailedError(

@@ -259,6 +259,10 @@ def broker_properties(
         "share.coordinator.state.topic.replication.factor": replication,
         "share.coordinator.state.topic.min.isr": "2" if brokers >= 3 else "1",
         "group.initial.rebalance.delay.ms": "0",
+        # KIP-848 groups: let a test set a group's consumer.heartbeat.interval.ms and
+        # consumer.session.timeout.ms low (the defaults stay 5 s and 45 s).
+        "group.consumer.min.heartbeat.interval.ms": "100",
+        "group.consumer.min.session.timeout.ms": "1000",
         # Quick controlled shutdown and failure detection for fault tests.
         "controller.quorum.election.timeout.ms": "1000",
         "controller.quorum.fetch.timeout.ms": "2000",

@@ -1,0 +1,412 @@
+"""KIP-848 (``group_protocol="consumer"``) against the real broker: joining, reconciling,
+commits with the member epoch, fencing, broker-side regex, static members, leaving, and
+the option checks.
+
+Each group gets the broker-side settings a test needs through the group configs
+``consumer.heartbeat.interval.ms`` / ``consumer.session.timeout.ms`` (the test broker lowers
+their minimums; the defaults stay 5 s and 45 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+import pytest
+from helpers import eventually
+
+from aiostream_kafka import ConfigError, Consumer, Producer, TopicPartition
+from aiostream_kafka.admin import Admin
+from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
+from aiostream_kafka.errors import FencedMemberError
+from aiostream_kafka.testing import KafkaCluster
+
+NewTopic = Callable[..., Awaitable[str]]
+
+HEARTBEAT_MS = 300
+SESSION_MS = 3_000
+OPTIONS: dict[str, object] = {"group_protocol": "consumer", "metadata_max_age_ms": 1_000}
+
+
+def _group() -> str:
+    return f"kip848-{uuid.uuid4().hex[:10]}"
+
+
+async def _group_settings(
+    bootstrap: str, group: str, heartbeat_ms: int = HEARTBEAT_MS, session_ms: int = SESSION_MS
+) -> None:
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        await admin.incremental_alter_configs(
+            {
+                ConfigResource(ConfigResourceType.GROUP, group): [
+                    AlterConfigOp("consumer.heartbeat.interval.ms", str(heartbeat_ms)),
+                    AlterConfigOp("consumer.session.timeout.ms", str(session_ms)),
+                ]
+            }
+        )
+
+
+async def _produce(bootstrap: str, topic: str, count: int, start: int = 0) -> None:
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        for i in range(start, start + count):
+            await producer.enqueue(topic, value=b"%d" % i, key=b"%d" % i)
+        await producer.flush()
+
+
+class Member:
+    """A KIP-848 member that records what it processed (committing as it goes)."""
+
+    def __init__(self, name: str, bootstrap: str, group: str, seen: list, **kw: object) -> None:
+        self.name, self.seen = name, seen
+        self.consumer = Consumer(bootstrap, group_id=group, **{**OPTIONS, **kw})  # type: ignore[arg-type]
+        self.task: asyncio.Task[None] | None = None
+        self.revoked: list[TopicPartition] = []
+        self.lost: list[TopicPartition] = []
+        self.assigned: list[TopicPartition] = []
+
+    async def start(self, topics: list[str] | None = None, pattern: str | None = None) -> None:
+        await self.consumer.start()
+
+        async def on_assigned(tps: frozenset[TopicPartition]) -> None:
+            self.assigned.extend(tps)
+
+        async def on_revoked(tps: frozenset[TopicPartition]) -> None:
+            self.revoked.extend(tps)
+
+        async def on_lost(tps: frozenset[TopicPartition]) -> None:
+            self.lost.extend(tps)
+
+        self.consumer.subscribe(
+            topics or [], pattern=pattern, on_assigned=on_assigned, on_revoked=on_revoked,
+            on_lost=on_lost,
+        )  # fmt: skip
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        stream = self.consumer.committing(self.consumer.stream(), every=100, within_s=0.3)
+        async for record in stream:
+            self.seen.append((self.name, record.topic, record.partition, record.offset))
+
+    async def stop(self) -> None:
+        await self.consumer.drain(timeout=5)
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+async def _stable(*members: Member, timeout_s: float = 30, partitions: int | None = None) -> None:
+    """Every member stable and owning something (with ``partitions``: that many in all,
+    each owned once): the broker hands partitions over in steps, one heartbeat each."""
+
+    async def states() -> list[tuple[str, frozenset[TopicPartition]]]:
+        return [(m.consumer.health().state, m.consumer.health().assignment) for m in members]
+
+    def settled(s: list[tuple[str, frozenset[TopicPartition]]]) -> bool:
+        owned = [a for _, a in s]
+        if not all(state == "stable" and a for state, a in s):
+            return False
+        return partitions is None or (
+            sum(map(len, owned)) == partitions == len(frozenset().union(*owned))
+        )
+
+    await eventually(states, settled, timeout_s)
+
+
+def test_classic_only_options_are_refused_before_any_io() -> None:
+    for name, value, replacement in (
+        ("session_timeout_ms", 10_000, "consumer.session.timeout.ms"),
+        ("heartbeat_interval_ms", 1_000, "consumer.heartbeat.interval.ms"),
+        ("partition_assignment_strategy", "range", "group_remote_assignor"),
+    ):
+        with pytest.raises(ConfigError, match=replacement):
+            Consumer("127.0.0.1:1", group_id="g", group_protocol="consumer", **{name: value})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="classic"):
+        Consumer("127.0.0.1:1", group_id="g", group_protocol="kip848")
+    with pytest.raises(ConfigError, match='group_protocol="consumer"'):
+        Consumer("127.0.0.1:1", group_id="g", group_remote_assignor="uniform")
+    with pytest.raises(ConfigError, match="group_id"):
+        Consumer("127.0.0.1:1", group_protocol="consumer")
+    # The classic protocol stays the default; the new one is accepted with its assignor.
+    Consumer("127.0.0.1:1", group_id="g", group_protocol="consumer", group_remote_assignor="range")
+
+
+async def test_members_join_reconcile_and_leave_under_load_losing_nothing(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=6)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    seen: list[tuple[str, str, int, int]] = []
+    first = Member("m0", bootstrap, group, seen)
+    await first.start([topic])
+    await _stable(first)
+    health = first.consumer.health()
+    assert health.member_epoch is not None and health.member_epoch > 0
+    assert health.generation == health.member_epoch
+    assert len(health.assignment) == 6
+    total = 6_000
+    producing = asyncio.create_task(_produce(bootstrap, topic, total))
+    second, third = Member("m1", bootstrap, group, seen), Member("m2", bootstrap, group, seen)
+    await second.start([topic])
+    await third.start([topic])
+    await _stable(first, second, third, partitions=6)
+    await producing
+    await second.stop()  # leaves with epoch -1: its partitions go to the others
+    await _stable(first, third, partitions=6)
+    await _produce(bootstrap, topic, total, start=total)
+
+    async def distinct() -> int:
+        return len({(t, p, o) for _, t, p, o in seen})
+
+    await eventually(distinct, lambda n: n >= 2 * total, timeout_s=60)
+    await first.stop()
+    await third.stop()
+    counts = Counter((t, p, o) for _, t, p, o in seen)
+    assert len(counts) == 2 * total
+    duplicates = sum(n - 1 for n in counts.values())
+    assert duplicates == 0, f"{duplicates} records delivered twice with graceful members"
+    assert first.lost == [] and third.lost == []
+    # The group's committed offsets reach the end of every partition.
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        lag = await admin.consumer_group_lag(group)
+    assert lag and all(v == 0 for v in lag.values()), lag
+
+
+async def test_a_second_member_with_the_same_instance_id_fences_nobody_silently(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Two static members with one group_instance_id: the broker refuses the second
+    (UNRELEASED_INSTANCE_ID while the first holds it): a typed error, never two owners."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    seen: list[tuple[str, str, int, int]] = []
+    first = Member("a", bootstrap, group, seen, group_instance_id="instance-1")
+    await first.start([topic])
+    await _stable(first)
+    second = Member("b", bootstrap, group, seen, group_instance_id="instance-1")
+    await second.start([topic])
+
+    async def second_state() -> str:
+        return second.consumer.health().state
+
+    await eventually(second_state, lambda s: s in ("failed", "fenced"), timeout_s=20)
+    error = second.consumer.health().error
+    assert error is not None and "instance" in str(error).lower(), error
+    assert first.consumer.health().state == "stable"
+    await second.consumer.close()
+    if second.task is not None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await second.task
+    await first.stop()
+
+
+async def test_an_expired_session_loses_the_partitions_and_joins_with_a_new_id(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """The member cannot heartbeat past its session (its heartbeats are held): the broker
+    removes it; its next heartbeat gets UNKNOWN_MEMBER_ID, it runs on_lost and joins again
+    at epoch 0 under a fresh member id, and gets the partitions back."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    group = _group()
+    await _group_settings(bootstrap, group, session_ms=1_500)
+    seen: list[tuple[str, str, int, int]] = []
+    member = Member("a", bootstrap, group, seen)
+    await member.start([topic])
+    await _stable(member)
+    membership = member.consumer.group.coordinator  # type: ignore[union-attr]
+    member_id = membership.member_id
+    real = membership._heartbeat  # type: ignore[attr-defined]
+
+    async def held() -> None:
+        await asyncio.sleep(3.0)  # past the 1.5 s session
+        await real()
+
+    membership._heartbeat = held  # type: ignore[attr-defined]
+    await asyncio.sleep(0.5)
+    membership._heartbeat = real  # type: ignore[attr-defined]
+
+    async def lost() -> list[TopicPartition]:
+        return member.lost
+
+    await eventually(lost, lambda x: len(x) == 2, timeout_s=20)
+    await _stable(member, partitions=2)
+    assert membership.member_id != member_id
+    await member.stop()
+
+
+async def test_a_fenced_epoch_loses_the_partitions_and_rejoins_with_the_same_id(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """A heartbeat with an epoch the broker does not expect is answered
+    FENCED_MEMBER_EPOCH: the member runs on_lost, keeps its member id, joins again at
+    epoch 0 and gets its partitions back."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    seen: list[tuple[str, str, int, int]] = []
+    member = Member("a", bootstrap, group, seen)
+    await member.start([topic])
+    await _stable(member, partitions=2)
+    membership = member.consumer.group.coordinator  # type: ignore[union-attr]
+    member_id = membership.member_id
+    membership._epoch += 10  # type: ignore[attr-defined]
+
+    async def lost() -> list[TopicPartition]:
+        return member.lost
+
+    await eventually(lost, lambda x: len(x) == 2, timeout_s=20)
+    await _stable(member, partitions=2)
+    assert membership.member_id == member_id
+    assert member.consumer.health().member_epoch > 0  # type: ignore[operator]
+    await member.stop()
+
+
+async def test_a_commit_with_a_stale_epoch_lands_once_the_epoch_moves(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    await _produce(bootstrap, topic, 10)
+    consumer = Consumer(bootstrap, group_id=group, **OPTIONS)  # type: ignore[arg-type]
+    async with consumer:
+        consumer.subscribe([topic])
+        stream = consumer.stream()
+        for _ in range(10):
+            await asyncio.wait_for(anext(stream), 20)
+        membership = consumer.group.coordinator  # type: ignore[union-attr]
+        good = membership._epoch  # type: ignore[attr-defined]
+        # As if the commit were built just before a heartbeat moved the epoch on:
+        membership._epoch = good - 1  # type: ignore[attr-defined]
+
+        async def restore() -> None:
+            await asyncio.sleep(0.5)
+            membership._epoch = good  # type: ignore[attr-defined]
+            async with membership._changed:  # type: ignore[attr-defined]
+                membership._changed.notify_all()  # type: ignore[attr-defined]
+
+        restoring = asyncio.create_task(restore())
+        tp = TopicPartition(topic, 0)
+        started = time.monotonic()
+        await consumer.commit({tp: 3})
+        await restoring
+        assert time.monotonic() - started >= 0.4  # it waited for the epoch, then landed
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        committed = await admin.list_consumer_group_offsets(group)
+    assert committed[tp].offset == 3
+
+
+async def test_a_pattern_is_evaluated_by_the_broker_and_picks_up_new_topics(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    first = await new_topic(name=f"{prefix}-a", partitions=1)
+    await _produce(bootstrap, first, 5)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    seen: list[tuple[str, str, int, int]] = []
+    member = Member("a", bootstrap, group, seen)
+    await member.start(pattern=rf"{prefix}-.*")
+
+    async def topics() -> set[str]:
+        return {t for _, t, _, _ in seen}
+
+    await eventually(topics, lambda t: t == {first}, timeout_s=40)
+    later = await new_topic(name=f"{prefix}-b", partitions=1)
+    await _produce(bootstrap, later, 5)
+    # The broker re-resolves the regex at most every 10 s (Kafka 4.x).
+    await eventually(topics, lambda t: t == {first, later}, timeout_s=60)
+    # Whole-name matching: a topic with the prefix only inside its name is not taken.
+    assert member.consumer.subscription() == {first, later}
+    await member.stop()
+
+
+async def test_a_static_member_keeps_its_partitions_over_a_restart(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Closing a static member leaves with epoch -2: the broker keeps its assignment for
+    the session, and the same instance id coming back gets the same partitions."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=4)
+    group = _group()
+    await _group_settings(bootstrap, group, session_ms=20_000)
+    seen: list[tuple[str, str, int, int]] = []
+    a = Member("a", bootstrap, group, seen, group_instance_id="static-a")
+    b = Member("b", bootstrap, group, seen, group_instance_id="static-b")
+    await a.start([topic])
+    await b.start([topic])
+    await _stable(a, b, partitions=4)
+    before = a.consumer.health().assignment
+    assert before
+    await a.stop()
+    await asyncio.sleep(2 * HEARTBEAT_MS / 1000)
+    assert b.consumer.health().assignment.isdisjoint(before)  # nothing moved to b
+    again = Member("a2", bootstrap, group, seen, group_instance_id="static-a")
+    await again.start([topic])
+    await _stable(again, b, partitions=4)
+    assert again.consumer.health().assignment == before
+    await again.stop()
+    await b.stop()
+
+
+async def test_a_member_that_stops_pulling_leaves_and_rejoins(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    await _produce(bootstrap, topic, 10)
+    consumer = Consumer(bootstrap, group_id=group, max_poll_interval_ms=1_500, **OPTIONS)  # type: ignore[arg-type]
+    lost: list[TopicPartition] = []
+
+    async def on_lost(tps: frozenset[TopicPartition]) -> None:
+        lost.extend(tps)
+
+    async with consumer:
+        consumer.subscribe([topic], on_lost=on_lost)
+        stream = consumer.stream()
+        await asyncio.wait_for(anext(stream), 20)
+
+        async def reason() -> str | None:
+            return consumer.health().reason
+
+        await eventually(reason, lambda r: r is not None and "left the group" in r, 20)
+        assert sorted(lost) == [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        assert consumer.health().assignment == frozenset()
+        # Asking again rejoins; the records come again from the committed offsets.
+        await asyncio.wait_for(anext(stream), 30)
+        await eventually(reason, lambda r: r is None, 20)
+
+
+async def test_health_and_group_metadata_carry_the_member_epoch(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    async with Consumer(bootstrap, group_id=group, **OPTIONS) as consumer:  # type: ignore[arg-type]
+        consumer.subscribe([topic])
+        health = consumer.health()
+
+        async def state() -> str:
+            return consumer.health().state
+
+        await eventually(state, lambda s: s == "stable", 20)
+        health = consumer.health()
+        metadata = consumer.group_metadata()
+        assert health.member_epoch == metadata.generation_id > 0
+        assert metadata.member_id == health.member_id
