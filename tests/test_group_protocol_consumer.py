@@ -22,7 +22,6 @@ from helpers import eventually
 from aiostream_kafka import ConfigError, Consumer, Producer, TopicPartition
 from aiostream_kafka.admin import Admin
 from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
-from aiostream_kafka.errors import FencedMemberError
 from aiostream_kafka.testing import KafkaCluster
 
 NewTopic = Callable[..., Awaitable[str]]

@@ -347,7 +347,7 @@ GROUP_OPTION_DOCS: dict[str, tuple[str, str]] = {
         '`"classic"` (JoinGroup/SyncGroup, client-side assignment; every broker) or'
         ' `"consumer"` (KIP-848, Kafka 4.0+: the broker assigns, members reconcile'
         " incrementally through ConsumerGroupHeartbeat; see Choosing the group protocol)."
-        " Under `\"consumer\"`, `session_timeout_ms`, `heartbeat_interval_ms` and"
+        ' Under `"consumer"`, `session_timeout_ms`, `heartbeat_interval_ms` and'
         " `partition_assignment_strategy` are group configs of the broker and raise"
         " `ConfigError` here.",
     ),

@@ -410,10 +410,10 @@ class Consumer(ConsumerConstructor):
         """This member's identity in its group, for
         :meth:`Producer.send_offsets_to_transaction` (KIP-447): the group id, the current
         generation and member id (from the last JoinGroup; -1 and ``""`` before the first
-        assignment; with ``group_protocol="consumer"`` the member epoch, which the
-        broker checks the same way) and ``group_instance_id``. Take it right before sending the offsets:
-        the coordinator refuses a stale generation, which is what keeps a member that lost
-        its partitions from committing them.
+        assignment; with ``group_protocol="consumer"`` the member epoch, which the broker
+        checks the same way) and ``group_instance_id``. Take it right before sending the
+        offsets: the coordinator refuses a stale generation, which is what keeps a member
+        that lost its partitions from committing them.
 
         Raises:
             ConfigError: the consumer has no ``group_id``.
