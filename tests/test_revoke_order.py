@@ -269,3 +269,22 @@ async def test_graceful_cooperative_rebalances_under_produce_deliver_each_record
     duplicates = sorted(key for key, n in seen.items() if n > 1)
     assert len(seen) == total  # nothing missing
     assert duplicates == [], f"{len(duplicates)} duplicates: {duplicates[:10]}"
+
+
+def test_a_partition_being_revoked_stays_paused_whatever_resume_says() -> None:
+    """engine.hold (a revocation started): the partition is paused, the user's resume()
+    does not undo it, other partitions pause and resume as before; revoking drops it."""
+    consumer = Consumer("localhost:9")
+    tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    consumer.assign([tp0, tp1])
+    engine = consumer._engine
+    engine.hold([tp0, TopicPartition("t", 7)])  # an unassigned one is skipped
+    assert consumer.paused() == {tp0}
+    consumer.pause(tp0, tp1)
+    consumer.resume(tp0, tp1)
+    assert consumer.paused() == {tp0}
+    assert not engine.partitions[tp0].fetchable(10)
+    engine.revoke([tp0])
+    assert engine.held == set()
+    consumer.assign([tp0, tp1])  # assigned again: a fresh state, not held
+    assert consumer.paused() == set()
