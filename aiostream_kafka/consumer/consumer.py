@@ -168,7 +168,9 @@ class Consumer(ConsumerConstructor):
         try:
             async with asyncio.timeout(timeout):
                 if self._group is not None:
-                    await self._group.close()  # final commit and LeaveGroup
+                    # Final commit and LeaveGroup; records held by committing() loops
+                    # are waited for up to half the time.
+                    await self._group.close(hand_back_s=timeout / 2)
                 await self._engine.close()  # stops the fetchers, closes fetch sessions
         except TimeoutError:
             log.warning("consumer close: the final commit, LeaveGroup and fetch-session "
@@ -320,7 +322,10 @@ class Consumer(ConsumerConstructor):
         A record counts as processed when the loop asks for the next one. Commits run in
         the background, one at a time and in order, so they never hold up the stream and
         a later commit never lands before an earlier one; what is still pending when a
-        partition is revoked is committed before it goes. ``async for record in
+        partition is revoked is committed before it goes. A revocation waits (up to half
+        the rebalance timeout, ``max_poll_interval_ms``) for the loop to finish the record
+        of a revoked partition it holds, so that one is committed too: with members that
+        leave gracefully, no record is processed twice. ``async for record in
         consumer.committing(consumer.stream()): ...``
 
         Raises:
@@ -331,16 +336,22 @@ class Consumer(ConsumerConstructor):
             raise ConfigError(f"every and within_s must be positive, got {every}, {within_s}")
         since = 0
         deadline = time.monotonic() + within_s
+        # The record handed out and not processed yet: what a revocation waits for.
+        hand = group.hand()
         try:
             async for record in records:
+                tp = TopicPartition(record.topic, record.partition)
+                hand.tp, hand.task = tp, asyncio.current_task()
                 yield record
-                group.stage(TopicPartition(record.topic, record.partition), record.offset + 1)
+                group.stage(tp, record.offset + 1)
+                group.handed_back(hand)
                 since += 1
                 if since >= every or time.monotonic() >= deadline:
                     group.request_commit()
                     since = 0
                     deadline = time.monotonic() + within_s
         finally:
+            group.drop_hand(hand)
             if since:
                 group.request_commit()
 

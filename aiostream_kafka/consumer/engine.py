@@ -16,7 +16,8 @@ inside the tasks and never reach this point.
 
 The assignment is changed only through :meth:`assign`, :meth:`add_partitions` and
 :meth:`revoke` -- the entry points a group coordinator (issue 7) uses: revoking a partition
-drops its buffered data, ends its iterator, and any fetch in flight for it is ignored.
+drops its buffered data, ends its iterator, and any fetch in flight for it is ignored;
+:meth:`hold`, called when a revocation starts, stops handing its records out meanwhile.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ class FetchEngine:
         # Iterators waiting for records right now: the application is asking (poll
         # liveness, see ConsumerGroup.stalled).
         self.waiting = 0
+        # Partitions being revoked (hold()): not fetched nor handed out, whatever resume()
+        # says, until revoke() drops them.
+        self.held: set[TopicPartition] = set()
         self._idle_logged = False  # the INFO line of this quiet period was written
         self._scope = TaskScope("consumer", on_fail=self.fail)
 
@@ -228,6 +232,7 @@ class FetchEngine:
         """Unassign ``partitions``: their buffered data is dropped and their iterators end."""
         removed = []
         for tp in partitions:
+            self.held.discard(tp)
             ps = self.partitions.pop(tp, None)
             if ps is None:
                 continue
@@ -346,11 +351,22 @@ class FetchEngine:
         for tp in partitions:
             self.state(tp).paused = True
 
+    def hold(self, partitions: Iterable[TopicPartition]) -> None:
+        """A revocation of ``partitions`` starts: stop fetching and handing them out now
+        (as :meth:`pause`, which the iterators' hot path checks), and let no
+        :meth:`resume` undo it until :meth:`revoke` drops them. Unassigned ones are
+        skipped."""
+        for tp in partitions:
+            ps = self.partitions.get(tp)
+            if ps is not None:
+                ps.paused = True
+                self.held.add(tp)
+
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        """Undo :meth:`pause`."""
+        """Undo :meth:`pause` (not for partitions being revoked: see :meth:`hold`)."""
         for tp in partitions:
             ps = self.state(tp)
-            if ps.paused:
+            if ps.paused and tp not in self.held:
                 ps.paused = False
                 self.buffer.resumed(ps)
                 ps.wake()

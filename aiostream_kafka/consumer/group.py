@@ -8,11 +8,24 @@ the classic :class:`~aiostream_kafka.group.coordinator.GroupCoordinator`, or wit
 
 * **assigned** partitions get their committed offsets (else ``auto_offset_reset``) and are
   added to the engine, then the user's ``on_assigned`` runs;
-* **revoked** partitions first have their pending commits flushed (staged by
-  :meth:`Consumer.committing`, or delivered positions with ``enable_auto_commit``), then
-  leave the engine (their ``partitioned_stream`` iterator ends, prefetched records are
-  dropped), then ``on_revoked`` runs -- all before the membership goes on, so the next
-  owner starts exactly where this one committed;
+* **revoked** partitions, all before the membership goes on (so the next owner starts
+  exactly where this one stopped), in this order:
+
+  1. no record of them is handed out any more, nor fetched (the engine holds them: a
+     ``resume()`` does not undo it);
+  2. the records of them that :meth:`Consumer.committing` loops hold (handed out, the loop
+     has not asked for the next one) are waited for, so that they count as processed --
+     revocation happens between records, as in Java's and librdkafka's clients -- up to
+     half the rebalance timeout (``max_poll_interval_ms``; half of ``close``'s timeout
+     when closing; a loop's own records are not waited for by a ``close()`` it calls);
+  3. ``on_revoked`` runs while they are still owned and their delivered positions known,
+     so ``await consumer.commit()`` inside it commits them (bounded by what is left of
+     the rebalance timeout: one still running then is cancelled and fails the consumer);
+  4. what is still pending for them is committed (staged by :meth:`Consumer.committing`,
+     or delivered positions with ``enable_auto_commit``), unless ``on_revoked`` committed
+     it already;
+  5. they leave the engine (their ``partitioned_stream`` iterator ends, prefetched records
+     are dropped), even when a step above failed or was cancelled;
 * **lost** partitions (the membership expired, or the member left on a poll timeout)
   leave the engine without committing, then ``on_lost`` runs.
 
@@ -60,6 +73,18 @@ from .errors import RebalanceCallbackError
 log = logging.getLogger(__name__)
 
 Callback = Callable[[frozenset[TopicPartition]], Awaitable[None]]
+
+
+class Hand:
+    """What one :meth:`Consumer.committing` loop holds: the partition of the record it
+    handed out and has not finished (None: none), and the task running the loop."""
+
+    __slots__ = ("task", "tp")
+
+    def __init__(self) -> None:
+        self.tp: TopicPartition | None = None
+        self.task: asyncio.Task[object] | None = None
+
 
 GROUP_OPTIONS = tuple(GroupOptions.__dataclass_fields__)
 GROUP_PROTOCOLS = ("classic", "consumer")
@@ -250,6 +275,13 @@ class ConsumerGroup:
         self._callback_name = ""
         # Why owned partitions are not being read (a failing committed-offset lookup).
         self.assign_problem: str | None = None
+        # The records committing() loops hold (see partitions_revoked); revocations in
+        # progress wait on _handed_back while _revoking.
+        self._hands: set[Hand] = set()
+        self._handed_back = asyncio.Event()
+        self._revoking = 0
+        # Set by close(): how long its revocation waits for records held (seconds).
+        self._close_hand_back_s: float | None = None
 
     # -- subscription and lifecycle --------------------------------------------------------
 
@@ -278,10 +310,13 @@ class ConsumerGroup:
         await self._scope.aclose()
         await self.coordinator.stop()
 
-    async def close(self, leave: bool | None = None) -> None:
-        """Commit what is pending, give up the partitions and leave the group."""
+    async def close(self, leave: bool | None = None, *, hand_back_s: float | None = None) -> None:
+        """Commit what is pending, give up the partitions and leave the group.
+        ``hand_back_s`` bounds the wait for records :meth:`Consumer.committing` loops hold
+        (default: half the rebalance timeout)."""
         await self._scope.aclose()
         if self.subscribed:
+            self._close_hand_back_s = hand_back_s
             await self.coordinator.close(leave=leave)  # revokes: pending commits are flushed
 
     # -- the AssignmentListener side --------------------------------------------------------
@@ -324,34 +359,118 @@ class ConsumerGroup:
         return committed
 
     async def partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        """Give ``partitions`` up in the order of the module docstring: hold, wait for
+        the records held of them, ``on_revoked``, commit, drop. Bounded by the rebalance
+        timeout (the commit by its own ``default_api_timeout_ms``); a failed commit is
+        logged (the next owner starts from the last one that landed)."""
+        budget_s = self.coordinator.config.rebalance_timeout_ms / 1000
+        deadline = time.monotonic() + budget_s
+        wait_s = budget_s / 2 if self._close_hand_back_s is None else self._close_hand_back_s
+        self.engine.hold(partitions)
         try:
-            await self._commit(lambda: self._pending_offsets(partitions))
-        except KafkaError as exc:
-            log.warning("group %s: commit before revoking %s failed: %s",
-                        self.coordinator.config.group_id, sorted(partitions), exc)  # fmt: skip
-        self._forget(partitions)
-        await self._user_callback("on_revoked", self.on_revoked, partitions)
+            await self._await_hand_back(partitions, time.monotonic() + min(wait_s, budget_s / 2))
+            await self._user_callback(
+                "on_revoked", self.on_revoked, partitions, deadline - time.monotonic()
+            )
+            try:
+                await self._commit(lambda: self._pending_offsets(partitions))
+            except KafkaError as exc:
+                log.warning("group %s: commit before revoking %s failed: %s",
+                            self.coordinator.config.group_id, sorted(partitions), exc)  # fmt: skip
+        finally:
+            self._forget(partitions)
+
+    def hand(self) -> Hand:
+        """A :class:`Hand` for a new :meth:`Consumer.committing` loop (drop it with
+        :meth:`drop_hand` when the loop ends)."""
+        hand = Hand()
+        self._hands.add(hand)
+        return hand
+
+    def handed_back(self, hand: Hand) -> None:
+        """The loop of ``hand`` finished its record (already staged)."""
+        hand.tp = None
+        if self._revoking:
+            self._handed_back.set()
+
+    def drop_hand(self, hand: Hand) -> None:
+        """The loop of ``hand`` ended: its record, if any, is no longer waited for."""
+        self._hands.discard(hand)
+        self.handed_back(hand)
+
+    def _held(self, partitions: frozenset[TopicPartition]) -> list[Hand]:
+        """The hands holding a record of ``partitions`` that a revocation run by this task
+        can wait for (not its own: a close() called inside the loop; not a finished
+        task's: an abandoned loop)."""
+        me = asyncio.current_task()
+        return [
+            h
+            for h in self._hands
+            if h.tp in partitions and h.task is not me and (h.task is None or not h.task.done())
+        ]
+
+    async def _await_hand_back(self, partitions: frozenset[TopicPartition], until: float) -> None:
+        """Wait until no committing() loop holds a record of ``partitions`` (each has
+        asked for its next record, so its record is staged), up to monotonic ``until``,
+        or until waiting is pointless (the consumer failed, the member left its group)."""
+        held = self._held(partitions)
+        if not held:
+            return
+        group = self.coordinator.config.group_id
+        log.debug("group %s: revoking %s waits for %d record(s) in processing",
+                  group, sorted(partitions), len(held))  # fmt: skip
+        self._revoking += 1
+        try:
+            while held:
+                left = until - time.monotonic()
+                if left <= 0:
+                    log.warning(
+                        "group %s: revoking %s without waiting any longer for %d record(s) "
+                        "handed out and not finished: they are not committed, their next "
+                        "owner reads them again", group, sorted(partitions), len(held),
+                    )  # fmt: skip
+                    return
+                if self.engine.fatal is not None or self.coordinator.left_reason is not None:
+                    return
+                self._handed_back.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(left, 0.5)):
+                        await self._handed_back.wait()
+                held = self._held(partitions)
+        finally:
+            self._revoking -= 1
 
     async def partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
         self._forget(partitions)
         await self._user_callback("on_lost", self.on_lost, partitions)
 
     async def _user_callback(
-        self, name: str, callback: Callback | None, partitions: frozenset[TopicPartition]
+        self,
+        name: str,
+        callback: Callback | None,
+        partitions: frozenset[TopicPartition],
+        limit_s: float | None = None,
     ) -> None:
-        """Run the application's ``callback``, timed for poll liveness; one that raises
-        fails the consumer (its iterators raise :class:`RebalanceCallbackError`; closing
-        it leaves the group, and an application that does not close it stops asking for
-        records, so poll liveness takes the member out of the group)."""
+        """Run the application's ``callback``, timed for poll liveness; one that raises,
+        or is still running after ``limit_s`` seconds (then cancelled), fails the consumer
+        (its iterators raise :class:`RebalanceCallbackError`; closing it leaves the group,
+        and an application that does not close it stops asking for records, so poll
+        liveness takes the member out of the group)."""
         if callback is None:
             return
         self._callback_since, self._callback_name = time.monotonic(), name
+        limit = asyncio.timeout(None if limit_s is None else max(limit_s, 0.0))
         try:
-            await callback(partitions)
+            async with limit:
+                await callback(partitions)
         except Exception as exc:
-            error = RebalanceCallbackError(
-                f"{name}({len(partitions)} partitions) raised {type(exc).__name__}: {exc}"
+            what = (
+                f"did not return within {limit_s:.1f} s (what was left of the rebalance "
+                "timeout, max_poll_interval_ms) and was cancelled"
+                if limit.expired() and limit_s is not None
+                else f"raised {type(exc).__name__}: {exc}"
             )
+            error = RebalanceCallbackError(f"{name}({len(partitions)} partitions) {what}")
             error.__cause__ = exc
             log.error("group %s: %s; the consumer stops", self.coordinator.config.group_id,
                       error, exc_info=exc)  # fmt: skip
