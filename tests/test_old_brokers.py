@@ -310,7 +310,7 @@ async def test_legacy_log_append_time_is_the_brokers_for_every_inner_message(
     ]
 
 
-# -- Admin against an older broker (item: OffsetFetch < v8, ListGroups < v5) ---------------
+# -- Admin against an older broker (item: OffsetFetch < v8, ListGroups < v5, no key 69) ------
 
 
 @pytest.fixture
@@ -352,6 +352,20 @@ async def test_group_offsets_lag_and_listing_on_kafka_2_8(
         assert listed[group].group_type == "classic"
         assert listed[group].protocol_type == "consumer"
         assert listed[group].state == "Stable"
+        # No ListGroups type filter before v5: filtered here, every group being classic.
+        classic = await old_admin.list_consumer_groups(types=["classic"])
+        assert group in {g.group_id for g in classic}
+        assert group not in {
+            g.group_id for g in await old_admin.list_consumer_groups(types=["consumer"])
+        }
+        # No ConsumerGroupDescribe (key 69) on 2.8: DescribeGroups, a classic group.
+        described = (await old_admin.describe_consumer_groups([group]))[group]
+        assert (described.type, described.state, described.group_epoch) == (
+            "classic",
+            "Stable",
+            None,
+        )
+        assert sorted(described.members[0].assignment) == [tp0, tp1]
 
         offsets = await old_admin.list_consumer_group_offsets(group)
         assert {tp: om.offset for tp, om in offsets.items()} == {tp0: 4, tp1: 3}

@@ -65,6 +65,10 @@ def test_subscribe_with_a_str_raises_type_error_naming_the_list_form() -> None:
         (lambda a: a.describe_consumer_groups("g1"), 'describe_consumer_groups(["g1"])'),
         (lambda a: a.delete_consumer_groups("g1"), 'delete_consumer_groups(["g1"])'),
         (
+            lambda a: a.list_consumer_groups(types="consumer"),
+            "list_consumer_groups(types=['consumer'])",
+        ),
+        (
             lambda a: a.describe_configs(
                 [ConfigResource(ConfigResourceType.TOPIC, "t")], keys="retention.ms"
             ),

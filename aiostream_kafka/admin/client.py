@@ -255,22 +255,43 @@ class Admin(AdminConstructor):
         """Return the node id of the coordinator of ``group_id``."""
         return await self._calls.find_coordinator(group_id)
 
-    async def list_consumer_groups(self) -> list[ConsumerGroupListing]:
-        """Return every group known to any broker (each broker lists the groups it
-        coordinates).
+    async def list_consumer_groups(
+        self, *, types: Collection[str] | None = None
+    ) -> list[ConsumerGroupListing]:
+        """Return the groups known to any broker (each broker lists the groups it
+        coordinates), sorted by group id; with ``types``, only the groups of those types
+        (``"consumer"``, the KIP-848 protocol; ``"classic"``; ``"share"``; ``"streams"``;
+        case-insensitive; None or empty: every type).
 
         ``group_type`` is ``"classic"`` for the groups of brokers older than ListGroups v5
         (Kafka 3.8), which do not tell it: before KIP-848 every group was a classic one.
+        Brokers with ListGroups v5 filter by type themselves; the older ones are filtered
+        here (there, ``types=["consumer"]`` lists nothing).
+
+        Raises:
+            TypeError: ``types`` is a ``str`` (write ``types=["consumer"]``).
+            ValueError: a name in ``types`` that is no group type.
         """
-        return await self._calls.list_consumer_groups()
+        return await self._calls.list_consumer_groups(types=types)
 
     async def describe_consumer_groups(
         self, group_ids: Collection[str]
     ) -> dict[str, ConsumerGroupDescription]:
-        """Describe classic consumer groups: state, protocol and members' assignments.
+        """Describe consumer groups of either protocol: type, state, assignor, coordinator,
+        members and their assignments. Returns a description per group id.
+
+        ``type`` tells the protocol. A ``"consumer"`` group (KIP-848, Kafka 4.0+) is
+        described with ConsumerGroupDescribe: ``protocol`` is the server assignor
+        (``uniform``, ``range``), ``group_epoch``/``assignment_epoch`` are set, and each
+        member has its ``member_epoch``, ``rack``, subscription (topic names or the
+        broker-side regex), ``assignment`` and ``target_assignment``. A ``"classic"``
+        group (DescribeGroups; every group of a broker before Kafka 3.7) has ``protocol``
+        the client-side assignor and those fields None. A ``"share"`` or ``"streams"``
+        group comes with its type, state and protocol type only, no members.
 
         Raises:
             GroupIdNotFoundError: a group does not exist (Kafka 4 brokers, KIP-1043).
+            GroupAuthorizationFailedError: describing a group is not allowed.
             TypeError: ``group_ids`` is a ``str`` (write ``describe_consumer_groups(["g"])``).
         """
         return await self._calls.describe_consumer_groups(group_ids)
@@ -292,7 +313,8 @@ class Admin(AdminConstructor):
         or of ``partitions``; those without a commit are left out).
 
         OffsetFetch v8+ (Kafka 3.0+) asks in the batched form (KIP-709), older brokers in
-        the single-group form; asking for every partition needs v2+ (Kafka 0.10.2).
+        the single-group form; asking for every partition needs v2+ (Kafka 0.10.2). Works
+        for groups of either protocol (``"classic"`` and ``"consumer"``).
 
         Raises:
             TypeError: ``partitions`` is one ``TopicPartition`` or a ``str`` instead of a
@@ -302,7 +324,12 @@ class Admin(AdminConstructor):
 
     async def consumer_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
         """Return, for each partition ``group_id`` committed, how many records lie between
-        its committed offset and the end of the partition (the high watermark)."""
+        its committed offset and the end of the partition (the high watermark), for a
+        group of either protocol (``"classic"`` and ``"consumer"``).
+
+        Raises:
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
         return await self._calls.consumer_group_lag(group_id)
 
 

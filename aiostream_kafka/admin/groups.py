@@ -5,12 +5,14 @@ coordinator."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Collection
 
 from aiostream_kafka import _args
 from aiostream_kafka.admin.offsets import OffsetCalls
-from aiostream_kafka.admin.plumbing import broker_error
+from aiostream_kafka.admin.plumbing import Retry, broker_error
 from aiostream_kafka.admin.types import (
+    GROUP_TYPES,
     ConsumerGroupDescription,
     ConsumerGroupListing,
     MemberDescription,
@@ -19,6 +21,12 @@ from aiostream_kafka.admin.types import (
 )
 from aiostream_kafka.concurrency import gather_all
 from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.net.connection import BrokerConnection
+from aiostream_kafka.protocol import error_codes as ec
+from aiostream_kafka.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
 from aiostream_kafka.protocol.messages.consumer_protocol_assignment import (
     ConsumerProtocolAssignment,
 )
@@ -44,29 +52,51 @@ __all__ = ["GroupCalls"]
 
 # What ListGroups before v5 (no GroupType) lists: every group was classic before KIP-848.
 _CLASSIC = "classic"
+_CONSUMER = "consumer"
+
+# ListGroups v5 (Kafka 3.8) added the group type and its filter.
+_LIST_GROUPS_TYPES_VERSION = 5
+
+# ConsumerGroupDescribe v1's MemberType.
+_MEMBER_TYPES = {0: _CLASSIC, 1: _CONSUMER}
 
 
 class GroupCalls(OffsetCalls):
     """Consumer groups (``Admin``'s calls of that area; the lag needs the offsets')."""
 
-    async def list_consumer_groups(self) -> list[ConsumerGroupListing]:
+    async def list_consumer_groups(
+        self, *, types: Collection[str] | None = None
+    ) -> list[ConsumerGroupListing]:
         """Does :meth:`Admin.list_consumer_groups` (documented there)."""
+        wanted = _group_types(types)
         snapshot = await self.cluster.ensure_fresh()
 
         async def on(node: int) -> list[ConsumerGroupListing]:
             async def attempt() -> list[ConsumerGroupListing]:
-                response = await self.cluster.send(node, ListGroupsRequest())
+                conn = await self.cluster.connection(node)
+                version = conn.version_for(ListGroupsRequest)
+                # The broker filters from v5; an older one lists classic groups only, and
+                # the filter below applies to every answer (the same rule both ways).
+                request = ListGroupsRequest(
+                    types_filter=sorted(wanted)
+                    if wanted and version >= _LIST_GROUPS_TYPES_VERSION
+                    else []
+                )
+                response = await conn.request(request, version=version)
                 assert isinstance(response, ListGroupsResponse)
                 if response.error_code:
                     raise broker_error(
                         response.error_code, f"list_consumer_groups on broker {node}"
                     )
-                return [
+                listings = [
                     ConsumerGroupListing(
                         g.group_id, g.protocol_type, g.group_state, g.group_type or _CLASSIC
                     )
                     for g in response.groups
                 ]
+                if wanted:
+                    listings = [g for g in listings if g.group_type.lower() in wanted]
+                return listings
 
             return await self.with_retries(f"list_consumer_groups on broker {node}", attempt)
 
@@ -76,39 +106,171 @@ class GroupCalls(OffsetCalls):
     async def describe_consumer_groups(
         self, group_ids: Collection[str]
     ) -> dict[str, ConsumerGroupDescription]:
-        """Does :meth:`Admin.describe_consumer_groups` (documented there)."""
+        """Does :meth:`Admin.describe_consumer_groups` (documented there).
+
+        Measured on a 4.3.1 broker: ConsumerGroupDescribe answers a classic group with
+        GROUP_ID_NOT_FOUND ("... is not a consumer group"), DescribeGroups answers a
+        consumer group with GROUP_ID_NOT_FOUND ("... is not a classic group", state
+        "Dead"), and both answer so for a group that does not exist. So a coordinator with
+        ConsumerGroupDescribe (key 69, Kafka 3.7+) is asked that first, then DescribeGroups;
+        an older one only DescribeGroups (every group there is classic).
+        """
         _args.names(group_ids, "describe_consumer_groups", "group ids")
         results: dict[str, ConsumerGroupDescription] = {}
         for group_id in group_ids:
 
             async def attempt(group_id: str = group_id) -> ConsumerGroupDescription:
                 node = await self.find_coordinator(group_id)
-                response = await self.cluster.send(node, DescribeGroupsRequest(groups=[group_id]))
-                assert isinstance(response, DescribeGroupsResponse)
-                g = response.groups[0]
-                if g.error_code:
-                    raise broker_error(g.error_code, f"group {group_id!r}", g.error_message)
-                members = [
-                    MemberDescription(
-                        member_id=m.member_id,
-                        group_instance_id=m.group_instance_id,
-                        client_id=m.client_id,
-                        host=m.client_host,
-                        assignment=_decode_assignment(m.member_assignment),
-                    )
-                    for m in g.members
-                ]
-                return ConsumerGroupDescription(
-                    group_id=g.group_id,
-                    state=g.group_state,
-                    protocol_type=g.protocol_type,
-                    protocol=g.protocol_data,
-                    coordinator=node,
-                    members=members,
+                conn = await self.cluster.connection(node)
+                new_protocol = conn.api_versions is not None and conn.api_versions.supports(
+                    ConsumerGroupDescribeRequest.API_KEY
                 )
+                if new_protocol:
+                    described = await self._describe_consumer_group(conn, node, group_id)
+                    if described is not None:
+                        return described
+                return await self._describe_classic_group(conn, node, group_id, new_protocol)
 
             results[group_id] = await self.with_retries(f"describe group {group_id!r}", attempt)
         return results
+
+    async def _describe_consumer_group(
+        self, conn: BrokerConnection, node: int, group_id: str
+    ) -> ConsumerGroupDescription | None:
+        """The description of ``group_id`` as a ``"consumer"`` group (ConsumerGroupDescribe),
+        or None when the coordinator says it is no such group (a classic one, another
+        type, or none)."""
+        response = await conn.request(ConsumerGroupDescribeRequest(group_ids=[group_id]))
+        assert isinstance(response, ConsumerGroupDescribeResponse)
+        g = response.groups[0]
+        if g.error_code in (
+            ec.GroupIdNotFoundError.error_code,
+            ec.UnsupportedVersionError.error_code,
+        ):
+            return None
+        if g.error_code:
+            raise broker_error(g.error_code, f"group {group_id!r}", g.error_message)
+        names = await self._topic_names(g)
+        members = [
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                host=m.client_host,
+                assignment=_partitions(m.assignment, names),
+                member_epoch=m.member_epoch,
+                rack=m.rack_id,
+                subscribed_topics=list(m.subscribed_topic_names),
+                # A 4.3.1 broker sends "" (not null) when the member subscribed by names.
+                subscribed_topic_regex=m.subscribed_topic_regex or None,
+                target_assignment=_partitions(m.target_assignment, names),
+                member_type=_MEMBER_TYPES.get(m.member_type),
+            )
+            for m in g.members
+        ]
+        return ConsumerGroupDescription(
+            group_id=g.group_id,
+            state=g.group_state,
+            protocol_type=_CONSUMER,
+            protocol=g.assignor_name,
+            coordinator=node,
+            members=members,
+            type=_CONSUMER,
+            group_epoch=g.group_epoch,
+            assignment_epoch=g.assignment_epoch,
+        )
+
+    async def _topic_names(
+        self, group: ConsumerGroupDescribeResponse.DescribedGroup
+    ) -> dict[uuid.UUID, str]:
+        """The names of the topics the members of ``group`` are assigned, by topic id: as
+        the broker sent them, else from the cluster metadata (refreshed once when an id is
+        not in it)."""
+        names: dict[uuid.UUID, str] = {}
+        unnamed: set[uuid.UUID] = set()
+        for m in group.members:
+            for a in (m.assignment, m.target_assignment):
+                for t in a.topic_partitions:
+                    if t.topic_name:
+                        names[t.topic_id] = t.topic_name
+                    else:
+                        unnamed.add(t.topic_id)
+        unnamed -= names.keys()
+        if unnamed:
+            snapshot = self.cluster.snapshot
+            if any(snapshot.topic_name(i) is None for i in unnamed):
+                snapshot = await self.cluster.refresh(all_topics=True)
+            for topic_id in unnamed:
+                name = snapshot.topic_name(topic_id)
+                if name is not None:
+                    names[topic_id] = name
+        return names
+
+    async def _describe_classic_group(
+        self, conn: BrokerConnection, node: int, group_id: str, new_protocol: bool
+    ) -> ConsumerGroupDescription:
+        """The description of ``group_id`` as a classic group (DescribeGroups).
+
+        ``new_protocol``: the coordinator knows other group types, and answered
+        ConsumerGroupDescribe that this is no consumer group. When DescribeGroups says it
+        is no classic group either, the coordinator's listing tells: a share or streams
+        group (described by its listing), a group that changed type between the two
+        requests (an online migration: asked again), or none (GroupIdNotFoundError).
+        """
+        response = await conn.request(DescribeGroupsRequest(groups=[group_id]))
+        assert isinstance(response, DescribeGroupsResponse)
+        g = response.groups[0]
+        if g.error_code:
+            error = broker_error(g.error_code, f"group {group_id!r}", g.error_message)
+            if new_protocol and isinstance(error, ec.GroupIdNotFoundError):
+                listed = await self._listing(conn, node, group_id)
+                if listed is not None and listed.group_type in (_CLASSIC, _CONSUMER):
+                    raise Retry(_retriable(error))
+                if listed is not None:
+                    return ConsumerGroupDescription(
+                        group_id=group_id,
+                        state=listed.state,
+                        protocol_type=listed.protocol_type,
+                        protocol="",
+                        coordinator=node,
+                        members=[],
+                        type=listed.group_type,
+                    )
+            raise error
+        members = [
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                host=m.client_host,
+                assignment=_decode_assignment(m.member_assignment),
+            )
+            for m in g.members
+        ]
+        return ConsumerGroupDescription(
+            group_id=g.group_id,
+            state=g.group_state,
+            protocol_type=g.protocol_type,
+            protocol=g.protocol_data,
+            coordinator=node,
+            members=members,
+            type=_CLASSIC,
+        )
+
+    async def _listing(
+        self, conn: BrokerConnection, node: int, group_id: str
+    ) -> ConsumerGroupListing | None:
+        """``group_id`` as its coordinator lists it (ListGroups), or None when it does not."""
+        response = await conn.request(ListGroupsRequest())
+        assert isinstance(response, ListGroupsResponse)
+        if response.error_code:
+            raise broker_error(response.error_code, f"list_consumer_groups on broker {node}")
+        for g in response.groups:
+            if g.group_id == group_id:
+                return ConsumerGroupListing(
+                    g.group_id, g.protocol_type, g.group_state, g.group_type or _CLASSIC
+                )
+        return None
 
     async def delete_consumer_groups(self, group_ids: Collection[str]) -> None:
         """Does :meth:`Admin.delete_consumer_groups` (documented there)."""
@@ -168,6 +330,49 @@ class GroupCalls(OffsetCalls):
             return {}
         ends = await self.list_offsets({tp: OffsetSpec.latest() for tp in committed})
         return {tp: max(0, ends[tp].offset - om.offset) for tp, om in sorted(committed.items())}
+
+
+def _group_types(types: Collection[str] | None) -> frozenset[str]:
+    """The group types ``list_consumer_groups`` keeps (lower case; empty: every type).
+
+    Raises:
+        TypeError: ``types`` is a ``str``.
+        ValueError: a name that is no group type.
+    """
+    if types is None:
+        return frozenset()
+    if isinstance(types, str | bytes | bytearray):
+        raise TypeError(
+            f"list_consumer_groups(types=...) takes a collection of group types, not a "
+            f"single {type(types).__name__}: write list_consumer_groups(types=[{types!r}])"
+        )
+    wanted = frozenset(t.lower() for t in types)
+    unknown = sorted(wanted.difference(GROUP_TYPES))
+    if unknown:
+        raise ValueError(
+            f"list_consumer_groups(types=...): unknown group type(s) {unknown}; "
+            f"the group types are {list(GROUP_TYPES)}"
+        )
+    return wanted
+
+
+def _retriable(error: KafkaError) -> KafkaError:
+    """``error``, marked retriable (the group changed type while it was being described)."""
+    error.retriable = True
+    return error
+
+
+def _partitions(
+    assignment: ConsumerGroupDescribeResponse.Assignment, names: dict[uuid.UUID, str]
+) -> list[TopicPartition]:
+    """The partitions of a ConsumerGroupDescribe assignment, sorted, by topic name (a topic
+    whose id is unknown to the cluster, deleted since, is left out)."""
+    return sorted(
+        TopicPartition(names[t.topic_id], p)
+        for t in assignment.topic_partitions
+        if t.topic_id in names
+        for p in t.partitions
+    )
 
 
 def _decode_assignment(raw: bytes | memoryview) -> list[TopicPartition]:

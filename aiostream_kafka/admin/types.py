@@ -174,9 +174,16 @@ class AlterConfigOp:
     op: AlterConfigOpType = AlterConfigOpType.SET
 
 
+#: The group types a broker reports (ListGroups v5+, Kafka 3.8+): ``"classic"`` (the
+#: JoinGroup/SyncGroup protocol, every group before KIP-848), ``"consumer"`` (KIP-848),
+#: ``"share"`` (KIP-932) and ``"streams"`` (KIP-1071).
+GROUP_TYPES = ("classic", "consumer", "share", "streams")
+
+
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupListing:
-    """A group as ``list_consumer_groups`` lists it."""
+    """A group as ``list_consumer_groups`` lists it; ``group_type`` is one of
+    :data:`GROUP_TYPES` (``"classic"`` on brokers before ListGroups v5, Kafka 3.8)."""
 
     group_id: str
     protocol_type: str
@@ -186,18 +193,41 @@ class ConsumerGroupListing:
 
 @dataclass(frozen=True, slots=True)
 class MemberDescription:
-    """A member of a classic consumer group and the partitions assigned to it."""
+    """A member of a consumer group and the partitions assigned to it.
+
+    The fields after ``assignment`` are those of a ``"consumer"`` group (KIP-848,
+    ConsumerGroupDescribe) and keep their defaults for a classic group: ``member_epoch``
+    (-2 for a static member away for a while), ``rack`` (``client_rack``), the
+    subscription (``subscribed_topics`` names, or ``subscribed_topic_regex``, the
+    broker-side RE2/J pattern), ``target_assignment`` (what the coordinator means the
+    member to own once it has reconciled; ``assignment`` is what it owns now) and
+    ``member_type`` (``"consumer"``, or ``"classic"`` for a classic-protocol member of a
+    group being migrated online; None when the broker does not say, before Kafka 4.0).
+    """
 
     member_id: str
     group_instance_id: str | None
     client_id: str
     host: str
     assignment: list[TopicPartition]
+    member_epoch: int | None = None
+    rack: str | None = None
+    subscribed_topics: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    target_assignment: list[TopicPartition] | None = None
+    member_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupDescription:
-    """A consumer group: its state, protocol, coordinator and members."""
+    """A consumer group: its state, protocol, coordinator, members and type.
+
+    ``type`` is ``"classic"`` or ``"consumer"`` (KIP-848; its ``protocol`` is the server
+    assignor, ``uniform`` or ``range``, and ``group_epoch``/``assignment_epoch`` are set;
+    None for a classic group); a ``"share"`` or ``"streams"`` group is described only by
+    its type, state and protocol type (no members: those groups have their own describe
+    calls).
+    """
 
     group_id: str
     state: str
@@ -205,6 +235,9 @@ class ConsumerGroupDescription:
     protocol: str
     coordinator: int
     members: list[MemberDescription]
+    type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
