@@ -125,23 +125,40 @@ async def test_metadata_survives_losing_the_bootstrap_broker(three_brokers: Kafk
             await three_brokers.start_broker(1)
 
 
-async def test_group_survives_losing_its_coordinator(three_brokers: KafkaCluster) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_group_survives_losing_its_coordinator(
+    three_brokers: KafkaCluster, protocol: str
+) -> None:
+    """Under both group protocols (KIP-848's group state lives in __consumer_offsets too:
+    the new coordinator loads it and the member goes on with its epoch)."""
     from aiostream_kafka import Consumer, Producer
+    from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
 
     bootstrap = three_brokers.bootstrap_servers
-    topic = "group-coordinator-loss"
-    async with Admin(bootstrap) as admin:
-        await admin.create_topics([NewTopic(topic, partitions=4, replication_factor=3)])
-    settings = {
-        "session_timeout_ms": 6_000,
-        "heartbeat_interval_ms": 300,
+    topic = f"group-coordinator-loss-{protocol}"
+    group_id = f"survivors-{protocol}"
+    settings: dict[str, object] = {
         "max_poll_interval_ms": 30_000,
         "default_api_timeout_ms": 60_000,
+        "group_protocol": protocol,
     }
+    async with Admin(bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, partitions=4, replication_factor=3)])
+        if protocol == "classic":
+            settings.update(session_timeout_ms=6_000, heartbeat_interval_ms=300)
+        else:  # the same timings, as the group's configs
+            await admin.incremental_alter_configs(
+                {
+                    ConfigResource(ConfigResourceType.GROUP, group_id): [
+                        AlterConfigOp("consumer.heartbeat.interval.ms", "300"),
+                        AlterConfigOp("consumer.session.timeout.ms", "6000"),
+                    ]
+                }
+            )
     seen: set[tuple[int, int]] = set()
     async with (
         Producer(bootstrap_servers=bootstrap) as producer,
-        Consumer(bootstrap, group_id="survivors", **settings) as consumer,  # type: ignore[arg-type]
+        Consumer(bootstrap, group_id=group_id, **settings) as consumer,  # type: ignore[arg-type]
     ):
         consumer.subscribe([topic])
 
@@ -155,7 +172,7 @@ async def test_group_survives_losing_its_coordinator(three_brokers: KafkaCluster
         await eventually(lambda: asyncio.sleep(0, len(seen)), lambda n: n >= 200, 30)
         group = consumer.group
         assert group is not None
-        coordinator_node = group.coordinator._coordinator_id
+        coordinator_node = group.coordinator._coordinator_id  # type: ignore[union-attr]
         assert coordinator_node is not None
         await three_brokers.kill_broker(coordinator_node)
         for i in range(200, 400):
@@ -164,7 +181,7 @@ async def test_group_survives_losing_its_coordinator(three_brokers: KafkaCluster
         await eventually(lambda: asyncio.sleep(0, len(seen)), lambda n: n >= 400, 60)
         await eventually(lambda: asyncio.sleep(0, consumer.health()),
                          lambda h: h.state == "stable" and h.healthy, 60)  # fmt: skip
-        assert group.coordinator._coordinator_id not in (None, coordinator_node)
+        assert group.coordinator._coordinator_id not in (None, coordinator_node)  # type: ignore[union-attr]
         await consumer.commit()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -409,3 +409,77 @@ async def test_health_and_group_metadata_carry_the_member_epoch(
         metadata = consumer.group_metadata()
         assert health.member_epoch == metadata.generation_id > 0
         assert metadata.member_id == health.member_id
+
+
+CLASSIC = {"group_protocol": "classic", "session_timeout_ms": 6_000, "heartbeat_interval_ms": 300}
+
+
+async def _group_type(bootstrap: str, group: str) -> str:
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        return (await admin.describe_consumer_groups([group]))[group].type
+
+
+async def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_loses_nothing(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Online migration (the broker's group.consumer.migration.policy, bidirectional by
+    default): classic members of ours are replaced one by one by consumer-protocol members
+    under continuous produce -- the first new member converts the group -- and then back,
+    the last consumer-protocol member leaving converts it to classic again. Graceful
+    members throughout: nothing lost, nothing delivered twice."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=6)
+    group = _group()
+    await _group_settings(bootstrap, group)
+    seen: list[tuple[str, str, int, int]] = []
+    total = 12_000
+
+    async def produce() -> None:
+        async with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+            for i in range(total):
+                await producer.enqueue(topic, value=b"%d" % i, key=b"%d" % i)
+                if i % 200 == 199:
+                    await asyncio.sleep(0.1)  # ~2,000 records/s for ~6 s
+            await producer.flush()
+
+    c0, c1 = (Member(f"c{i}", bootstrap, group, seen, **CLASSIC) for i in range(2))
+    await c0.start([topic])
+    await c1.start([topic])
+    await _stable(c0, c1, partitions=6)
+    assert await _group_type(bootstrap, group) == "classic"
+    producing = asyncio.create_task(produce())
+    n0 = Member("n0", bootstrap, group, seen)
+    await n0.start([topic])
+    await _stable(c0, c1, n0, partitions=6)
+    assert await _group_type(bootstrap, group) == "consumer"  # converted by the first
+    await c0.stop()
+    n1 = Member("n1", bootstrap, group, seen)
+    await n1.start([topic])
+    await c1.stop()
+    await _stable(n0, n1, partitions=6)
+    # ... and back: classic members join the consumer group, the consumer ones leave.
+    c2 = Member("c2", bootstrap, group, seen, **CLASSIC)
+    await c2.start([topic])
+    await _stable(n0, n1, c2, partitions=6)
+    await n0.stop()
+    c3 = Member("c3", bootstrap, group, seen, **CLASSIC)
+    await c3.start([topic])
+    await n1.stop()
+    await _stable(c2, c3, partitions=6)
+
+    async def group_type() -> str:
+        return await _group_type(bootstrap, group)
+
+    await eventually(group_type, lambda t: t == "classic", 20)  # converted back
+    await producing
+
+    async def distinct() -> int:
+        return len({(t, p, o) for _, t, p, o in seen})
+
+    await eventually(distinct, lambda n: n >= total, timeout_s=60)
+    await c2.stop()
+    await c3.stop()
+    counts = Counter((t, p, o) for _, t, p, o in seen)
+    assert len(counts) == total
+    duplicates = {k: n for k, n in counts.items() if n > 1}
+    assert not duplicates, f"{len(duplicates)} records delivered twice: {list(duplicates)[:5]}"

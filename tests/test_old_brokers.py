@@ -379,3 +379,24 @@ async def test_group_offsets_lag_and_listing_on_kafka_2_8(
     nobody = _name("nobody")
     assert await old_admin.list_consumer_group_offsets(nobody) == {}
     assert await old_admin.consumer_group_lag(nobody) == {}
+
+
+async def test_the_consumer_group_protocol_on_kafka_2_8_is_a_typed_error_naming_classic(
+    old_cluster: KafkaCluster,
+) -> None:
+    """Kafka 2.8 has no ConsumerGroupHeartbeat: the member fails within seconds with an
+    error that names the broker and the way out, and the iterator raises it."""
+    from aiostream_kafka.errors import UnsupportedVersionError
+
+    topic = await create_topic(old_cluster)
+    started = time.monotonic()
+    async with Consumer(
+        old_cluster.bootstrap_servers, group_id=_name("old-848"), group_protocol="consumer"
+    ) as consumer:
+        consumer.subscribe([topic])
+        with pytest.raises(UnsupportedVersionError) as caught:
+            await asyncio.wait_for(anext(consumer.stream()), 20)
+    assert time.monotonic() - started < 10
+    message = str(caught.value)
+    assert 'group_protocol="classic"' in message and "ConsumerGroupHeartbeat" in message
+    assert "older than Kafka 3.0" in message or "3.0-3.6" in message

@@ -317,11 +317,12 @@ class ConsumerProtocolMember:
         self._coordinator_id = None
 
     async def _connection(self) -> tuple[BrokerConnection, int]:
-        conn = await self.cluster.connection(await self.coordinator_node())
+        node = await self.coordinator_node()
+        conn = await self.cluster.connection(node)
         table = conn.api_versions
         if table is not None and not table.supports(_HEARTBEAT_KEY):
             raise UnsupportedVersionError(
-                f"group {self.config.group_id!r}: broker {conn.node_id} does not offer the "
+                f"group {self.config.group_id!r}: broker {node} does not offer the "
                 "consumer group protocol (no ConsumerGroupHeartbeat, API key 68, in its "
                 f"ApiVersions: {_release_hint(table)}, or its group.coordinator.rebalance."
                 'protocols leaves out "consumer"); use group_protocol="classic"'
@@ -345,6 +346,7 @@ class ConsumerProtocolMember:
                 try:
                     await self._heartbeat()
                     backoff = Backoff.of(self.config)
+                    wait_s = self.heartbeat_interval_s  # as the answer says
                 except _Retry:
                     self._full = True
                     wait_s = backoff.next_delay()
@@ -421,6 +423,13 @@ class ConsumerProtocolMember:
         if self._closing or self._lost is not None or self.left_reason is not None:
             return  # answered for a membership this member has already given up
         code = response.error_code
+        log.debug(
+            "group %s: heartbeat epoch %d -> error %d epoch %d interval %d ms assignment %s",
+            self.config.group_id, epoch, code, response.member_epoch,
+            response.heartbeat_interval_ms,
+            None if response.assignment is None else {
+                str(t.topic_id)[:8]: t.partitions for t in response.assignment.topic_partitions},
+        )  # fmt: skip
         if code:
             await self._heartbeat_error(code, response.error_message)
             return
