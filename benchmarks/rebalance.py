@@ -378,7 +378,6 @@ def drive(client: str, spec: dict[str, Any]) -> dict[str, Any]:
             at = members[i].stop()
             members[i].trace.left_at = at
             changes.append(Change(at, "leave", members[i].name))
-            outcomes[members[i].name] = members[i].wait(spec["close_timeout_s"])
         _sleep_until(began + (2 * n - 1) * step, members)
         producer.stop()
         end = producer.stopped_at or time.monotonic()
@@ -393,7 +392,8 @@ def drive(client: str, spec: dict[str, Any]) -> dict[str, Any]:
                 wanted.difference_update(m.new_seqs())
         last = members[-1]
         last.trace.left_at = last.stop()
-        outcomes[last.name] = last.wait(spec["close_timeout_s"])
+        for m in members:  # each was told to close: its result once it exited
+            outcomes[m.name] = m.wait(spec["close_timeout_s"])
     finally:
         for m in members:
             m.kill()
