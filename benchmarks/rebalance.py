@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -366,15 +367,21 @@ def drive(client: str, spec: dict[str, Any]) -> dict[str, Any]:
     members: list[Member] = []
     changes: list[Change] = []
     outcomes: dict[str, dict[str, Any]] = {}
+    # Each change lands at a seeded offset within its step (the same offsets for every
+    # client of a round): a step that is a multiple of a heartbeat interval would put every
+    # join at the same phase of the members' heartbeats, and a classic joiner waits for
+    # the others' next heartbeat (up to one interval).
+    rng = random.Random(spec.get("seed", 0))
+    offsets = [rng.uniform(0, spec["jitter_s"]) for _ in range(2 * n - 1)]
     producer.start()
     try:
         began = time.monotonic() + spec["lead_s"]
         for i in range(n):  # join one by one
-            _sleep_until(began + i * step, members)
+            _sleep_until(began + i * step + offsets[i], members)
             members.append(Member(client, spec, i, workdir))
             changes.append(Change(members[-1].trace.joined_at, "join", members[-1].name))
         for i in range(n - 1):  # then leave one by one, in the order they joined
-            _sleep_until(began + (n + i) * step, members)
+            _sleep_until(began + (n + i) * step + offsets[n + i], members)
             at = members[i].stop()
             members[i].trace.left_at = at
             changes.append(Change(at, "leave", members[i].name))

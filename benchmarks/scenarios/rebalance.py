@@ -16,7 +16,9 @@ ABOUT = (
     "One {partitions}-partition topic (fresh per run) under steady produce, {rate:,} "
     "records/s of {size} B values each carrying its sequence number (confluent-kafka's "
     "producer in the driver, the same for every client). The group's members join one by "
-    "one ({members} of them, {step:g} s apart), then leave one by one, gracefully (close), "
+    "one ({members} of them, {step:g} s apart, each at a random offset of up to {jitter:g} s "
+    "within its step, the same offsets for every client of a round), then leave one by "
+    "one, gracefully (close), "
     "in the order they joined; the last one reads until every acknowledged record was seen "
     "(at most {drain:g} s after the produce stops), then closes. Each member is its own "
     "process. Every member commits with its client's auto-commit (on, every 5 s, and on "
@@ -47,6 +49,9 @@ METRICS = [
 ]
 
 SIZE = 100
+#: Each join and leave lands at a seeded random offset of up to this within its step (a
+#: classic joiner waits for the other members' next heartbeat: 3 s for every client).
+JITTER_S = 3.0
 PROTOCOLS = {
     "classic": "classic",
     "consumer": "consumer (KIP-848)",
@@ -80,6 +85,7 @@ def spec(profile: settings.Profile, protocol: str) -> dict[str, Any]:
         "lead_s": 1.0,  # records are there before the first member starts
         "drain_s": 20.0,
         "window_s": 1.0,
+        "jitter_s": JITTER_S,
         "close_timeout_s": 60.0,
         "max_member_s": 2 * profile.rebalance_members * profile.rebalance_step_s + 120,
         "heartbeat_interval_ms": settings.REBALANCE_HEARTBEAT_MS,
@@ -113,6 +119,7 @@ def about(profile: settings.Profile) -> str:
         size=SIZE,
         members=profile.rebalance_members,
         step=profile.rebalance_step_s,
+        jitter=JITTER_S,
         drain=20.0,
         heartbeat=settings.REBALANCE_HEARTBEAT_MS,
         heartbeat_s=settings.REBALANCE_HEARTBEAT_MS / 1000,
