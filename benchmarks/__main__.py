@@ -24,7 +24,7 @@ from typing import Any
 
 from benchmarks import report, settings
 from benchmarks.runner import ROOT, Context, log, run_cases
-from benchmarks.scenarios import FAMILIES, QUICK_SKIPS, family
+from benchmarks.scenarios import FAMILIES, OPT_IN, QUICK_SKIPS, family
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -38,7 +38,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios",
         default=None,
-        help=f"comma-separated, of {','.join(FAMILIES)} (default: all; --quick skips codec)",
+        help=f"comma-separated, of {','.join(FAMILIES)} (default: all but "
+        f"{','.join(sorted(OPT_IN))}; --quick skips codec)",
     )
     parser.add_argument(
         "--clients", default=",".join(settings.CLIENTS), help="comma-separated client names"
@@ -93,7 +94,11 @@ async def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"unknown scenario(s): {sorted(unknown)}; known: {FAMILIES}")
     else:
-        families = [f for f in FAMILIES if profile_name == "full" or f not in QUICK_SKIPS]
+        families = [
+            f
+            for f in FAMILIES
+            if f not in OPT_IN and (profile_name == "full" or f not in QUICK_SKIPS)
+        ]
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = set(clients) - set(settings.CLIENTS)
     if unknown or "ours" not in clients:

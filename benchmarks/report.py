@@ -333,6 +333,9 @@ def summary_table(data: dict[str, Any]) -> str:
         if not cases:
             continue
         lines += [f"{data['titles'][fam]}:", *_case_rows(data, cases, True), ""]
+        extra = _extra_table(fam, cases)
+        if extra:
+            lines += [*extra, ""]
     lines += _rss_rows(data)
     return "\n".join(lines)
 
@@ -420,6 +423,9 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
             notes = _notes(cases)
             if notes:
                 lines += ["", *notes]
+            extra = _extra_table(fam, cases)
+            if extra:
+                lines += ["", *extra]
         standalone = data["standalone"].get(fam)
         if standalone:
             for name, part in standalone.items():
@@ -465,6 +471,15 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
     ]
     lines += ["", "## Client settings", "", _settings_text(data, peers)]
     return "\n".join(lines) + "\n"
+
+
+def _extra_table(fam: str, cases: list[dict[str, Any]]) -> list[str]:
+    """A family's own table (``extra_table`` of its module, if it has one)."""
+    module = family(fam)
+    if not hasattr(module, "extra_table"):
+        return []
+    lines: list[str] = module.extra_table(cases)
+    return lines
 
 
 def _codec_table(result: dict[str, Any] | None) -> list[str]:

@@ -218,8 +218,10 @@ async def _one_run(ctx: Context, case: Case, client: str, round_no: int, warmup:
         return
     for key, value in values.items():
         case.samples.setdefault(client, {}).setdefault(key, []).append(value)
-    case.runs.setdefault(client, []).append({**out["result"], "peak_rss_mb": out["peak_rss_mb"]})
-    ctx.rss.setdefault(case.family, {}).setdefault(client, []).append(out["peak_rss_mb"])
+    # A run of several processes (rebalance) reports its clients' peak, not its driver's.
+    peak = out["result"].get("peak_rss_mb", out["peak_rss_mb"])
+    case.runs.setdefault(client, []).append({**out["result"], "peak_rss_mb": peak})
+    ctx.rss.setdefault(case.family, {}).setdefault(client, []).append(peak)
 
 
 def throughput(result: dict[str, Any], size: int) -> dict[str, float]:

@@ -66,6 +66,11 @@ PRODUCE_PARTITIONS = 3
 CONSUME_PARTITIONS = 3
 LATENCY_PARTITIONS = 1  # EndToEndLatency's own default topic has one partition
 PAUSE_PARTITIONS = 10
+REBALANCE_PARTITIONS = 12
+#: KIP-848 runs set the group's ``consumer.heartbeat.interval.ms`` to this (the broker's
+#: default, and its minimum unless lowered): the goal is no member keeping partitions
+#: pausing longer than one interval.
+REBALANCE_HEARTBEAT_MS = 5000
 #: Records per call in the produce "batch API" cases (ours: ``enqueue_batch``; aiokafka:
 #: hand-built ``create_batch``/``send_batch`` batches, which hold what fits in one batch;
 #: confluent-kafka: ``produce_batch``).
@@ -101,6 +106,11 @@ class Profile:
     fastapi_bursts: int = 30
     sequential_sends: int = 2000
     codec_rounds: int = 15
+    #: rebalance: records/s produced, members joining one by one then leaving one by one,
+    #: ``rebalance_step_s`` apart (a KIP-848 join settles within about two heartbeats).
+    rebalance_rate: int = 2000
+    rebalance_members: int = 4
+    rebalance_step_s: float = 12.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -157,6 +167,9 @@ SMOKE = Profile(
     fastapi_bursts=1,
     sequential_sends=20,
     codec_rounds=1,
+    rebalance_rate=300,
+    rebalance_members=2,
+    rebalance_step_s=6.0,
 )
 
 PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}

@@ -9,12 +9,14 @@ from typing import Any
 from benchmarks import settings
 from benchmarks.clients.common import (
     LatencyRecorder,
+    MemberLog,
     PausePicker,
     Unsupported,
     closed_loop_value,
     percentiles,
     rate_schedule,
     stamp,
+    stop_on_stdin,
     unstamp,
 )
 
@@ -62,7 +64,12 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "latency_closed": "await send_and_wait(); then await getone()",
         "pause": "pause 9 of 10 partitions, resume 1, getone()",
         "fastapi": "N tasks, each: await producer.send_and_wait(...) once",
+        "rebalance": "each member: AIOKafkaConsumer(topic, group_id=..., enable_auto_commit="
+        "True); start(); getmany(timeout_ms=100) in a loop; stop() to leave (classic only: "
+        "aiokafka has no KIP-848 protocol)",
     }.get(scenario, "")
+    if scenario == "rebalance":
+        out["consumer"] = rebalance_options(spec) | {"(other settings)": "defaults"}
     return out
 
 
@@ -75,7 +82,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "latency_closed": _latency_closed,
         "pause": _pause,
         "fastapi": _fastapi,
+        "rebalance_member": _rebalance_member,
     }.get(spec["scenario"])
+    if spec["scenario"] == "rebalance":
+        from benchmarks.rebalance import drive
+
+        return drive("aiokafka", spec)
     if handler is None:
         raise Unsupported(spec["scenario"])
     return asyncio.run(handler(spec))
@@ -294,3 +306,34 @@ async def _fastapi(spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         await producer.stop()
     return {"records": len(latencies), "seconds": seconds, **percentiles(latencies, "send_")}
+
+
+def rebalance_options(spec: dict[str, Any]) -> dict[str, Any]:
+    """A member of the rebalance scenario: a group, auto-commit on (aiokafka's default,
+    5 s), the rest aiokafka's defaults (round-robin assignor: eager, 10 s session, 3 s
+    heartbeat)."""
+    return {**consumer_options(spec), "group_id": spec.get("group"), "enable_auto_commit": True}
+
+
+async def _rebalance_member(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiokafka import AIOKafkaConsumer
+
+    if spec["protocol"] != "classic":
+        raise Unsupported("aiokafka has no KIP-848 consumer protocol")
+    stop = stop_on_stdin()
+    log = MemberLog(spec["log"])
+    log.start()
+    consumer = AIOKafkaConsumer(
+        spec["topic"], bootstrap_servers=spec["bootstrap"], **rebalance_options(spec)
+    )
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + spec["max_member_s"]
+        while not stop.is_set() and time.monotonic() < deadline:
+            data = await consumer.getmany(timeout_ms=100)
+            now = time.monotonic()
+            for tp, messages in data.items():
+                log.batch(now, [(tp.partition, m.offset, unstamp(m.value)) for m in messages])
+    finally:
+        await consumer.stop()
+    return log.closed()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -118,3 +120,57 @@ class PausePicker:
             "stalls": self.stalls,
             "bytes_delivered": delivered,
         }
+
+
+# -- the rebalance scenario's members ------------------------------------------------------
+
+
+def stop_on_stdin() -> threading.Event:
+    """An event set when the driver writes ``stop`` to this process's stdin (or closes it:
+    a driver gone is a stop too), read by a daemon thread."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        for line in sys.stdin:
+            if line.strip() == "stop":
+                break
+        stop.set()
+
+    threading.Thread(target=watch, name="stop-on-stdin", daemon=True).start()
+    return stop
+
+
+class MemberLog:
+    """What one group member of the rebalance scenario saw, as text lines in a file the
+    driver reads (``benchmarks.rebalance.read_member_log``): ``S <t>`` when the member
+    creates its consumer, ``R <t> <partition> <offset> <seq>`` per record handed to the
+    application (``t`` the ``time.monotonic()`` of the hand-over: one clock for every
+    process of the machine), ``C <t>`` once its consumer is closed."""
+
+    def __init__(self, path: str) -> None:
+        self.file = open(path, "w", buffering=1 << 16)  # closed by closed()
+        self.records = 0
+        self.first_at: float | None = None
+        self.started_at: float | None = None
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self.file.write(f"S {self.started_at:.6f}\n")
+        self.file.flush()
+
+    def batch(self, at: float, records: list[tuple[int, int, int]]) -> None:
+        """Records ``(partition, offset, seq)`` handed over together at ``at``."""
+        if not records:
+            return
+        if self.first_at is None:
+            self.first_at = at
+        self.records += len(records)
+        stamp_text = f"{at:.6f}"
+        self.file.write("".join(f"R {stamp_text} {p} {o} {s}\n" for p, o, s in records))
+        self.file.flush()
+
+    def closed(self) -> dict[str, Any]:
+        now = time.monotonic()
+        self.file.write(f"C {now:.6f}\n")
+        self.file.close()
+        return {"records": self.records, "started_at": self.started_at, "closed_at": now}

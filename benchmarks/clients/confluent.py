@@ -16,12 +16,14 @@ from typing import Any
 from benchmarks import settings
 from benchmarks.clients.common import (
     LatencyRecorder,
+    MemberLog,
     PausePicker,
     Unsupported,
     closed_loop_value,
     percentiles,
     rate_schedule,
     stamp,
+    stop_on_stdin,
     unstamp,
 )
 
@@ -79,7 +81,14 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "fastapi": "classic Producer bridged to asyncio: produce(on_delivery=...) resolving an "
         "asyncio future via call_soon_threadsafe, a thread looping poll(0.05); N tasks, each "
         "awaits one such send",
+        "rebalance": "each member: Consumer({group.id, enable.auto.commit: true, ...}); "
+        "subscribe([topic]); consume(num_messages=1000, timeout=0.1) in a loop; close() to "
+        "leave",
     }.get(scenario, "")
+    if scenario == "rebalance":
+        config = rebalance_config(spec)
+        out["consumer"] = {k: v for k, v in config.items() if k not in hide}
+        out["consumer"]["(other settings)"] = "defaults"
     return out
 
 
@@ -93,7 +102,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "latency_closed": _latency_closed,
         "pause": _pause,
         "fastapi": lambda s: asyncio.run(_fastapi(s)),
+        "rebalance_member": _rebalance_member,
     }.get(spec["scenario"])
+    if spec["scenario"] == "rebalance":
+        from benchmarks.rebalance import drive
+
+        return drive("confluent", spec)
     if handler is None:
         raise Unsupported(spec["scenario"])
     result: dict[str, Any] = handler(spec)
@@ -392,3 +406,45 @@ async def _fastapi(spec: dict[str, Any]) -> dict[str, Any]:
         await asyncio.to_thread(thread.join)
         producer.flush(30)
     return {"records": len(latencies), "seconds": seconds, **percentiles(latencies, "send_")}
+
+
+def rebalance_config(spec: dict[str, Any]) -> dict[str, Any]:
+    """A member of the rebalance scenario: a group, auto-commit (librdkafka's default, 5 s),
+    ``group.protocol=consumer`` or the classic protocol with cooperative-sticky (its
+    default session and heartbeat: 45 s, 3 s)."""
+    config = {
+        **consumer_config(spec),
+        "group.id": spec.get("group", "bench-rebalance-<random>"),
+        "enable.auto.commit": True,
+    }
+    if spec.get("protocol") == "consumer":
+        config["group.protocol"] = "consumer"
+    else:
+        config["partition.assignment.strategy"] = "cooperative-sticky"
+    return config
+
+
+def _rebalance_member(spec: dict[str, Any]) -> dict[str, Any]:
+    import confluent_kafka
+
+    stop = stop_on_stdin()
+    log = MemberLog(spec["log"])
+    log.start()
+    consumer = confluent_kafka.Consumer(rebalance_config(spec))
+    try:
+        consumer.subscribe([spec["topic"]])
+        deadline = time.monotonic() + spec["max_member_s"]
+        while not stop.is_set() and time.monotonic() < deadline:
+            messages = consumer.consume(num_messages=1000, timeout=0.1)
+            now = time.monotonic()
+            log.batch(
+                now,
+                [
+                    (m.partition(), m.offset(), unstamp(m.value()))
+                    for m in messages
+                    if m.error() is None
+                ],
+            )
+    finally:
+        consumer.close()
+    return log.closed()

@@ -9,12 +9,14 @@ from typing import Any
 from benchmarks import settings
 from benchmarks.clients.common import (
     LatencyRecorder,
+    MemberLog,
     PausePicker,
     Unsupported,
     closed_loop_value,
     percentiles,
     rate_schedule,
     stamp,
+    stop_on_stdin,
     unstamp,
 )
 
@@ -58,7 +60,12 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "latency_closed": "await producer.send(); then await the next record from stream()",
         "pause": "pause 9 of 10 partitions, resume 1, take one record from stream()",
         "fastapi": "N tasks, each: await producer.send(...) once",
+        "rebalance": "each member: Consumer(group_id=..., enable_auto_commit=True"
+        + (', group_protocol="consumer"' if spec.get("protocol") == "consumer" else "")
+        + "); subscribe([topic]); async for batch in consumer.batches(); close() to leave",
     }.get(scenario, "")
+    if scenario == "rebalance":
+        out["consumer"] = rebalance_options(spec) | {"(other settings)": "defaults"}
     import aiostream_kafka.protocol.records  # noqa: F401 -- loads the record decoder too
     from aiostream_kafka import _native
 
@@ -77,7 +84,12 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "latency_closed": _latency_closed,
         "pause": _pause,
         "fastapi": _fastapi,
+        "rebalance_member": _rebalance_member,
     }.get(spec["scenario"])
+    if spec["scenario"] == "rebalance":
+        from benchmarks.rebalance import drive
+
+        return drive("ours", spec)
     if handler is None:
         raise Unsupported(spec["scenario"])
     return asyncio.run(handler(spec))
@@ -248,3 +260,48 @@ async def _fastapi(spec: dict[str, Any]) -> dict[str, Any]:
                     tg.create_task(request(i))
         seconds = time.perf_counter() - started
     return {"records": len(latencies), "seconds": seconds, **percentiles(latencies, "send_")}
+
+
+def rebalance_options(spec: dict[str, Any]) -> dict[str, Any]:
+    """A member of the rebalance scenario: a group, auto-commit (every client's is on, at
+    5 s), the classic protocol's defaults (cooperative-sticky, 45 s session, 3 s
+    heartbeat) or ``group_protocol="consumer"``."""
+    options = {**consumer_options(spec), "group_id": spec.get("group"), "enable_auto_commit": True}
+    if spec.get("protocol") == "consumer":
+        options["group_protocol"] = "consumer"
+    return options
+
+
+async def _rebalance_member(spec: dict[str, Any]) -> dict[str, Any]:
+    from aiostream_kafka import Consumer
+    from aiostream_kafka.errors import ConfigError
+
+    stop = stop_on_stdin()
+    log = MemberLog(spec["log"])
+    log.start()
+    try:
+        consumer = Consumer(spec["bootstrap"], **rebalance_options(spec))
+    except ConfigError as exc:
+        if spec["protocol"] != "consumer":
+            raise
+        raise Unsupported(
+            f'Consumer(group_protocol="consumer") raises ConfigError: {exc}'
+        ) from None
+    async with consumer:
+        consumer.subscribe([spec["topic"]])
+
+        async def pump() -> None:
+            async for batch in consumer.batches():
+                log.batch(
+                    time.monotonic(), [(r.partition, r.offset, unstamp(r.value)) for r in batch]
+                )
+
+        reader = asyncio.create_task(pump())
+        deadline = time.monotonic() + spec["max_member_s"]
+        while not stop.is_set() and not reader.done() and time.monotonic() < deadline:
+            await asyncio.wait([reader], timeout=0.05)
+        reader.cancel()
+        await asyncio.wait([reader], timeout=10)
+        if reader.done() and not reader.cancelled() and reader.exception() is not None:
+            raise RuntimeError(f"the member's reader failed: {reader.exception()!r}")
+    return log.closed()
