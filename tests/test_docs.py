@@ -110,6 +110,8 @@ def test_documented_defaults_equal_the_code_defaults() -> None:
             "max_poll_interval_ms": group.rebalance_timeout_ms,
             "partition_assignment_strategy": assignors[0] if len(assignors) == 1 else assignors,
             "auto_commit_interval_ms": auto_commit_interval,
+            "group_protocol": group.protocol,
+            "group_remote_assignor": group.remote_assignor,
         },
     }
     expected["Common client options"]["bootstrap_servers"] = "required"

@@ -358,9 +358,12 @@ async def test_a_fenced_producer_inside_a_transaction_scope_raises_producer_fenc
 # -- consumer offsets in the transaction -------------------------------------------------
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 async def test_send_offsets_to_transaction_commits_the_group_offsets_only_on_commit(
-    txn_cluster: KafkaCluster,
+    txn_cluster: KafkaCluster, protocol: str
 ) -> None:
+    """Under both group protocols: with ``group_protocol="consumer"`` the metadata carries
+    the KIP-848 member epoch, which the coordinator checks as it checks a generation."""
     bs = txn_cluster.bootstrap_servers
     source = await _topic(txn_cluster, partitions=2)
     sink = await _topic(txn_cluster, partitions=2)
@@ -371,7 +374,9 @@ async def test_send_offsets_to_transaction_commits_the_group_offsets_only_on_com
     admin = Admin(bs)
     async with (
         admin,
-        Consumer(bs, group_id=group, isolation_level="read_committed") as consumer,
+        Consumer(
+            bs, group_id=group, isolation_level="read_committed", group_protocol=protocol
+        ) as consumer,
         _producer(txn_cluster) as producer,
     ):
         consumer.subscribe([source])
