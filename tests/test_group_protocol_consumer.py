@@ -483,3 +483,70 @@ async def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_loses_nothing
     assert len(counts) == total
     duplicates = {k: n for k, n in counts.items() if n > 1}
     assert not duplicates, f"{len(duplicates)} records delivered twice: {list(duplicates)[:5]}"
+
+
+_KILLED_MEMBER = """
+import asyncio, sys
+from aiostream_kafka import Consumer
+
+async def main():
+    bootstrap, group, topic = sys.argv[1:4]
+    async with Consumer(bootstrap, group_id=group, group_protocol="consumer") as consumer:
+        async def on_assigned(tps):
+            print("assigned", len(tps), flush=True)
+        consumer.subscribe([topic], on_assigned=on_assigned)
+        async for record in consumer.stream():
+            pass
+
+asyncio.run(main())
+"""
+
+
+async def test_a_killed_member_s_partitions_move_after_the_session_timeout(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """A member in another process is SIGKILLed (no leave): the broker gives its
+    partitions to the survivor once the group's session timeout (2 s here) has passed;
+    records produced meanwhile are all read."""
+    import signal
+    import sys
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=4)
+    group = _group()
+    await _group_settings(bootstrap, group, session_ms=2_000)
+    seen: list[tuple[str, str, int, int]] = []
+    survivor = Member("s", bootstrap, group, seen)
+    await survivor.start([topic])
+    await _stable(survivor, partitions=4)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _KILLED_MEMBER, bootstrap, group, topic,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = await asyncio.wait_for(process.stdout.readline(), 30)
+        assert line.startswith(b"assigned")
+
+        async def owned() -> int:
+            return len(survivor.consumer.health().assignment)
+
+        await eventually(owned, lambda n: 0 < n < 4, 20)
+        process.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        await process.wait()
+        await _produce(bootstrap, topic, 400)
+        await eventually(owned, lambda n: n == 4, 30)
+        moved_after = time.monotonic() - killed_at
+        # Not before the session ended (heartbeats of the dead member stop at once); soon after.
+        assert 1.5 <= moved_after <= 10, moved_after
+
+        async def offsets() -> int:
+            return len({(p, o) for _, _, p, o in seen})
+
+        await eventually(offsets, lambda n: n >= 400, 30)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    await survivor.stop()

@@ -50,10 +50,9 @@ from aiostream_kafka.errors import (
     KafkaTimeoutError,
     NetworkError,
     UnsupportedVersionError,
-    reraisable,
 )
 from aiostream_kafka.group.config import GroupConfig
-from aiostream_kafka.group.membership import AssignmentListener, GroupState
+from aiostream_kafka.group.membership import AssignmentListener, GroupState, MemberBase
 from aiostream_kafka.group.offsets import GroupOffsets
 from aiostream_kafka.net.connection import BrokerConnection
 from aiostream_kafka.protocol import error_codes as ec
@@ -70,7 +69,6 @@ __all__ = ["ConsumerProtocolMember"]
 log = logging.getLogger(__name__)
 
 _HEARTBEAT_KEY = ConsumerGroupHeartbeatRequest.API_KEY
-_GROUP_KEY_TYPE = 0
 _JOIN = 0
 _LEAVE = -1
 _LEAVE_STATIC = -2
@@ -111,13 +109,15 @@ class _Retry(Exception):
     """Internal: this heartbeat must be sent again (with every field) after a back-off."""
 
 
-class ConsumerProtocolMember:
+class ConsumerProtocolMember(MemberBase):
     """Membership of one consumer in group ``config.group_id`` under KIP-848.
 
     The same interface as the classic :class:`~aiostream_kafka.group.coordinator.
     GroupCoordinator` (:class:`~aiostream_kafka.group.membership.GroupMembership`):
     :meth:`subscribe`, :meth:`start`, :meth:`close`.
     """
+
+    _log = log
 
     def __init__(self, cluster: Cluster, config: GroupConfig, listener: AssignmentListener) -> None:
         self.cluster = cluster
@@ -215,54 +215,6 @@ class ConsumerProtocolMember:
         scope.spawn(self._heartbeat_loop, name=f"group {group} heartbeat", crash=Crash.FAIL_OWNER)
         scope.spawn(self._reconcile_loop, name=f"group {group} reconciler", crash=Crash.FAIL_OWNER)
 
-    @property
-    def running(self) -> bool:
-        """True from :meth:`start` to :meth:`stop`."""
-        return self._scope is not None and not self._scope.closed
-
-    async def _crashed(self, exc: Exception) -> None:
-        error = exc if isinstance(exc, KafkaError) else KafkaError(
-            f"group {self.config.group_id!r}: a background task failed: {exc!r}")  # fmt: skip
-        if error is not exc:
-            error.__cause__ = exc
-        await self._fail(error, GroupState.FAILED)
-
-    async def _fail(self, error: KafkaError, state: GroupState) -> None:
-        self._closing = True
-        log.error("group %s: member %s stops: %s", self.config.group_id, self.member_id, error)
-        await self._set_state(state, error)
-        self.listener.member_failed(error)
-
-    async def _set_state(self, state: GroupState, error: KafkaError | None = None) -> None:
-        self.state = state
-        if error is not None:
-            self.error = error
-        async with self._changed:
-            self._changed.notify_all()
-
-    def final_error(self) -> KafkaError | None:
-        """The error that ended the membership for good (fenced, failed), if any."""
-        if self.state in (GroupState.FENCED, GroupState.FAILED):
-            return self.error
-        return None
-
-    async def wait_stable(self, timeout_s: float | None = None) -> None:
-        """Wait until the member has joined and reconciled the assignment it was given.
-
-        Raises:
-            FencedMemberError, KafkaError: the member failed for good (see ``error``).
-            TimeoutError: not stable within ``timeout_s``.
-        """
-        async with asyncio.timeout(timeout_s):
-            while True:
-                final = self.final_error()
-                if final is not None:
-                    raise reraisable(final)
-                if self.state is GroupState.STABLE:
-                    return
-                async with self._changed:
-                    await self._changed.wait()
-
     async def epoch_moved(self, stale: int, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) until the member epoch is no longer ``stale``: a
         commit answered STALE_MEMBER_EPOCH goes again once the heartbeat brought the new
@@ -275,12 +227,6 @@ class ConsumerProtocolMember:
                 while self._epoch == stale and self.final_error() is None:
                     async with self._changed:
                         await self._changed.wait()
-
-    async def stop(self) -> None:
-        """Stop both tasks, nothing else (idempotent)."""
-        self._closing = True
-        if self._scope is not None:
-            await self._scope.aclose()
 
     async def close(self, *, leave: bool | None = None) -> None:
         """Stop both tasks, give up the partitions (``partitions_revoked``: pending commits
@@ -300,21 +246,6 @@ class ConsumerProtocolMember:
         await self._set_state(GroupState.CLOSED)
 
     # -- the coordinator --------------------------------------------------------------------
-
-    async def coordinator_node(self) -> int:
-        if self._coordinator_id is None:
-            self._coordinator_id = await self.cluster.find_coordinator(
-                self.config.group_id, _GROUP_KEY_TYPE
-            )
-            log.debug("group %s: coordinator is broker %d", self.config.group_id,
-                      self._coordinator_id)  # fmt: skip
-        return self._coordinator_id
-
-    def coordinator_lost(self, why: object) -> None:
-        if self._coordinator_id is not None:
-            log.info("group %s: coordinator %s lost: %s", self.config.group_id,
-                     self._coordinator_id, why)  # fmt: skip
-        self._coordinator_id = None
 
     async def _connection(self) -> tuple[BrokerConnection, int]:
         node = await self.coordinator_node()
@@ -539,16 +470,7 @@ class ConsumerProtocolMember:
         limit_s = self.config.rebalance_timeout_ms / 1000
         if stalled_s <= limit_s or self._epoch <= 0:
             return
-        reason = (
-            f"{what} for {stalled_s:.0f} s, longer than max_poll_interval_ms="
-            f"{self.config.rebalance_timeout_ms}"
-        )
-        log.warning(
-            "group %s: member %s leaves the group: %s; its partitions go to the other "
-            "members, and it joins again when the application asks for records",
-            self.config.group_id, self.member_id, reason,
-        )  # fmt: skip
-        self.poll_timeouts += 1
+        reason = self._poll_timeout(stalled_s, what)
         static = self.config.group_instance_id is not None
         try:
             await self._leave(_LEAVE_STATIC if static else _LEAVE)
@@ -665,16 +587,6 @@ class ConsumerProtocolMember:
             if self.left_reason is None:
                 await self._set_state(GroupState.UNJOINED)
             self._wake_heartbeat.set()  # join again (unless the member left on a poll timeout)
-
-    async def _call_listener(self, method: str, partitions: frozenset[TopicPartition]) -> None:
-        try:
-            await getattr(self.listener, method)(partitions)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # The membership must go on: a failing callback is the consumer's to report.
-            log.exception("group %s: %s(%d partitions) failed", self.config.group_id,
-                          method, len(partitions))  # fmt: skip
 
 
 def _new_member_id() -> str:

@@ -44,12 +44,12 @@ from aiostream_kafka.errors import (
     KafkaError,
     KafkaTimeoutError,
     NetworkError,
-    reraisable,
 )
 from aiostream_kafka.group.assignors import Assignor, MemberSubscription
 from aiostream_kafka.group.config import GroupConfig as GroupConfig  # re-exported: its old home
 from aiostream_kafka.group.membership import AssignmentListener as AssignmentListener
 from aiostream_kafka.group.membership import GroupState as GroupState
+from aiostream_kafka.group.membership import MemberBase
 from aiostream_kafka.group.offsets import GroupOffsets
 from aiostream_kafka.net.pool import Lane
 from aiostream_kafka.protocol import error_codes as ec
@@ -75,7 +75,6 @@ _PROTOCOL_TYPE = "consumer"
 # missing, and the WARNING naming it repeated this often while it stays missing.
 MISSING_TOPIC_CHECK_S = 5.0
 MISSING_TOPIC_WARN_S = 30.0
-_GROUP_KEY_TYPE = 0
 # Errors after which the coordinator must be looked up again.
 _COORDINATOR_MOVED = (14, 15, 16)  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR
 _UNKNOWN_MEMBER_ID = 25
@@ -93,12 +92,14 @@ class _Rejoin(Exception):
         self.delay = delay
 
 
-class GroupCoordinator:
+class GroupCoordinator(MemberBase):
     """Membership of one consumer in group ``config.group_id``.
 
     Call :meth:`subscribe`, then :meth:`start`; :meth:`close` leaves the group (dynamic
     members) and stops both tasks.
     """
+
+    _log = log
 
     def __init__(
         self,
@@ -202,48 +203,8 @@ class GroupCoordinator:
     async def epoch_moved(self, stale: int, timeout_s: float) -> None:
         """Classic commits are never answered STALE_MEMBER_EPOCH: nothing to wait for."""
 
-    @property
-    def running(self) -> bool:
-        """True from :meth:`start` to :meth:`stop`."""
-        return self._scope is not None and not self._scope.closed
-
-    async def _crashed(self, exc: Exception) -> None:
-        """A task of the member crashed (a bug): the member fails with a KafkaError."""
-        error = exc if isinstance(exc, KafkaError) else KafkaError(
-            f"group {self.config.group_id!r}: a background task failed: {exc!r}")  # fmt: skip
-        if error is not exc:
-            error.__cause__ = exc
-        self._closing = True
-        await self._fail(error, GroupState.FAILED)
-
-    async def wait_stable(self, timeout_s: float | None = None) -> None:
-        """Wait until the member has joined and has its assignment.
-
-        Raises:
-            FencedMemberError, KafkaError: the member failed for good (see ``error``).
-            TimeoutError: not stable within ``timeout_s``.
-        """
-        async with asyncio.timeout(timeout_s):
-            while True:
-                if self.error is not None and self.state in (GroupState.FENCED, GroupState.FAILED):
-                    raise reraisable(self.error)
-                if self.state is GroupState.STABLE and not self._rejoin.is_set():
-                    return
-                async with self._changed:
-                    await self._changed.wait()
-
-    async def _set_state(self, state: GroupState, error: KafkaError | None = None) -> None:
-        self.state = state
-        if error is not None:
-            self.error = error
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def stop(self) -> None:
-        """Stop the membership and heartbeat tasks, nothing else (idempotent)."""
-        self._closing = True
-        if self._scope is not None:
-            await self._scope.aclose()
+    def _settled(self) -> bool:
+        return not self._rejoin.is_set()
 
     async def close(self, *, leave: bool | None = None) -> None:
         """Stop both tasks, give up the partitions (``partitions_revoked``) and leave the
@@ -263,27 +224,6 @@ class GroupCoordinator:
         await self._set_state(GroupState.CLOSED)
 
     # -- coordinator discovery -------------------------------------------------------------
-
-    async def coordinator_node(self) -> int:
-        if self._coordinator_id is not None:
-            return self._coordinator_id
-        node = await self.cluster.find_coordinator(self.config.group_id, _GROUP_KEY_TYPE)
-        group = self.config.group_id
-        self._coordinator_id = node
-        log.debug("group %s: coordinator is broker %d", group, node)
-        return node
-
-    def final_error(self) -> KafkaError | None:
-        """The error that ended the membership for good (fenced, failed), if any."""
-        if self.state in (GroupState.FENCED, GroupState.FAILED):
-            return self.error
-        return None
-
-    def coordinator_lost(self, why: object) -> None:
-        if self._coordinator_id is not None:
-            log.info("group %s: coordinator %s lost: %s", self.config.group_id,
-                     self._coordinator_id, why)  # fmt: skip
-        self._coordinator_id = None
 
     async def _send(
         self, request: Request, lane: Lane = Lane.CONTROL, timeout_ms: float | None = None
@@ -365,16 +305,6 @@ class GroupCoordinator:
         """After a callback: stop applying an assignment whose membership ended meanwhile."""
         if self._expired is not None:
             raise _Rejoin(f"the membership ended during a callback: {self._expired}")
-
-    async def _fail(self, error: KafkaError, state: GroupState) -> None:
-        log.error("group %s: member %s stops: %s", self.config.group_id, self.member_id, error)
-        lost, self.owned = self.owned, frozenset()
-        try:
-            if lost:
-                await self._call_listener("partitions_lost", lost)
-        finally:
-            await self._set_state(state, error)
-            self.listener.member_failed(error)
 
     async def _refresh_subscription(self) -> bool:
         """Re-evaluate the pattern against the cluster's topics; True if the set changed."""
@@ -624,16 +554,6 @@ class GroupCoordinator:
             self.config.group_id, self.generation, self.member_id, len(self.owned),
         )  # fmt: skip
 
-    async def _call_listener(self, method: str, partitions: frozenset[TopicPartition]) -> None:
-        try:
-            await getattr(self.listener, method)(partitions)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # The membership must go on: a failing callback is the consumer's to report.
-            log.exception("group %s: %s(%d partitions) failed", self.config.group_id,
-                          method, len(partitions))  # fmt: skip
-
     # -- heartbeats ------------------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
@@ -712,16 +632,7 @@ class GroupCoordinator:
         limit_s = self.config.rebalance_timeout_ms / 1000
         if stalled_s <= limit_s or not self._heartbeating.is_set():
             return
-        reason = (
-            f"{what} for {stalled_s:.0f} s, longer than max_poll_interval_ms="
-            f"{self.config.rebalance_timeout_ms}"
-        )
-        log.warning(
-            "group %s: member %s leaves the group: %s; its partitions go to the other "
-            "members, and it joins again when the application asks for records",
-            self.config.group_id, self.member_id, reason,
-        )  # fmt: skip
-        self.poll_timeouts += 1
+        reason = self._poll_timeout(stalled_s, what)
         self.left_reason = reason
         self._resume.clear()
         self._heartbeating.clear()

@@ -11,17 +11,23 @@ ConsumerGroupHeartbeat; the broker assigns and the member reconciles). The consu
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import logging
 import re
 from collections.abc import Collection
-from typing import Protocol
+from typing import ClassVar, Protocol
 
-from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.cluster.cluster import Cluster
+from aiostream_kafka.concurrency import TaskScope
+from aiostream_kafka.errors import KafkaError, reraisable
 from aiostream_kafka.group.config import GroupConfig
 from aiostream_kafka.group.offsets import GroupOffsets
 from aiostream_kafka.structs import TopicPartition
 
-__all__ = ["AssignmentListener", "GroupMembership", "GroupState"]
+__all__ = ["AssignmentListener", "GroupMembership", "GroupState", "MemberBase"]
+
+_GROUP_KEY_TYPE = 0
 
 
 class GroupState(enum.Enum):
@@ -110,3 +116,132 @@ class GroupMembership(Protocol):
 
     def final_error(self) -> KafkaError | None:
         """The error that ended the membership for good (fenced, failed), if any."""
+
+
+class MemberBase:
+    """What both memberships do alike: state changes and waiting for them, the coordinator
+    look-up, calling the listener, failing, stopping the tasks, and the poll-timeout
+    notice. A subclass sets the attributes below in its ``__init__``."""
+
+    #: The logger of the protocol's module (a subclass names its own).
+    _log: ClassVar[logging.Logger] = logging.getLogger(__name__)
+    cluster: Cluster
+    config: GroupConfig
+    listener: AssignmentListener
+    state: GroupState
+    error: KafkaError | None
+    member_id: str
+    owned: frozenset[TopicPartition]
+    poll_timeouts: int
+    _changed: asyncio.Condition
+    _coordinator_id: int | None
+    _scope: TaskScope | None
+    _closing: bool
+
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` to :meth:`stop`."""
+        return self._scope is not None and not self._scope.closed
+
+    async def stop(self) -> None:
+        """Stop the member's tasks, nothing else (idempotent)."""
+        self._closing = True
+        if self._scope is not None:
+            await self._scope.aclose()
+
+    async def _set_state(self, state: GroupState, error: KafkaError | None = None) -> None:
+        self.state = state
+        if error is not None:
+            self.error = error
+        async with self._changed:
+            self._changed.notify_all()
+
+    def final_error(self) -> KafkaError | None:
+        """The error that ended the membership for good (fenced, failed), if any."""
+        if self.state in (GroupState.FENCED, GroupState.FAILED):
+            return self.error
+        return None
+
+    def _settled(self) -> bool:
+        """Whether a STABLE member has nothing more to do (no rejoin pending)."""
+        return True
+
+    async def wait_stable(self, timeout_s: float | None = None) -> None:
+        """Wait until the member has joined and has (reconciled) its assignment.
+
+        Raises:
+            FencedMemberError, KafkaError: the member failed for good (see ``error``).
+            TimeoutError: not stable within ``timeout_s``.
+        """
+        async with asyncio.timeout(timeout_s):
+            while True:
+                final = self.final_error()
+                if final is not None:
+                    raise reraisable(final)
+                if self.state is GroupState.STABLE and self._settled():
+                    return
+                async with self._changed:
+                    await self._changed.wait()
+
+    async def coordinator_node(self) -> int:
+        """The group coordinator's broker id (looked up once, again after a loss)."""
+        if self._coordinator_id is None:
+            node = await self.cluster.find_coordinator(self.config.group_id, _GROUP_KEY_TYPE)
+            self._coordinator_id = node
+            self._log.debug("group %s: coordinator is broker %d", self.config.group_id, node)
+            return node
+        return self._coordinator_id
+
+    def coordinator_lost(self, why: object) -> None:
+        """Forget the coordinator: the next request looks it up again."""
+        if self._coordinator_id is not None:
+            self._log.info("group %s: coordinator %s lost: %s", self.config.group_id,
+                     self._coordinator_id, why)  # fmt: skip
+        self._coordinator_id = None
+
+    async def _call_listener(self, method: str, partitions: frozenset[TopicPartition]) -> None:
+        try:
+            await getattr(self.listener, method)(partitions)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The membership must go on: a failing callback is the consumer's to report.
+            self._log.exception("group %s: %s(%d partitions) failed", self.config.group_id,
+                          method, len(partitions))  # fmt: skip
+
+    async def _crashed(self, exc: Exception) -> None:
+        """A task of the member crashed (a bug): the member fails with a KafkaError."""
+        error = exc if isinstance(exc, KafkaError) else KafkaError(
+            f"group {self.config.group_id!r}: a background task failed: {exc!r}")  # fmt: skip
+        if error is not exc:
+            error.__cause__ = exc
+        await self._fail(error, GroupState.FAILED)
+
+    async def _fail(self, error: KafkaError, state: GroupState) -> None:
+        """End the member for good: its tasks stop, what it owns is lost (``on_lost``),
+        and the consumer's iterators raise ``error``."""
+        self._closing = True
+        self._log.error("group %s: member %s stops: %s", self.config.group_id,
+                        self.member_id, error)  # fmt: skip
+        lost, self.owned = self.owned, frozenset()
+        try:
+            if lost:
+                await self._call_listener("partitions_lost", lost)
+        finally:
+            await self._set_state(state, error)
+            self.listener.member_failed(error)
+
+    def _poll_timeout(self, stalled_s: float, what: str) -> str:
+        """Note and log that the application stalled past ``max_poll_interval_ms``; return
+        the reason (``left_reason``)."""
+        reason = (
+            f"{what} for {stalled_s:.0f} s, longer than max_poll_interval_ms="
+            f"{self.config.rebalance_timeout_ms}"
+        )
+        self._log.warning(
+            "group %s: member %s leaves the group: %s; its partitions go to the other "
+            "members, and it joins again when the application asks for records",
+            self.config.group_id, self.member_id, reason,
+        )  # fmt: skip
+        self.poll_timeouts += 1
+        return reason
