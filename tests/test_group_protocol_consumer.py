@@ -550,3 +550,67 @@ async def test_a_killed_member_s_partitions_move_after_the_session_timeout(
             process.kill()
             await process.wait()
     await survivor.stop()
+
+
+async def test_a_cancelled_member_leaves_at_once_and_partitioned_streams_follow_the_moves(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Cancelling the task inside ``async with Consumer(...)`` closes it: the member
+    leaves with epoch -1, so its partitions move at once, not after the (20 s) session.
+    The other member reads with ``partitioned_stream()``: a partition iterator per
+    partition it gets, its client rack sent to the broker."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=4)
+    group = _group()
+    await _group_settings(bootstrap, group, session_ms=20_000)
+    await _produce(bootstrap, topic, 400)
+    ready = asyncio.Event()
+
+    async def doomed() -> None:
+        async with Consumer(bootstrap, group_id=group, **OPTIONS) as consumer:  # type: ignore[arg-type]
+            consumer.subscribe([topic])
+            async for _ in consumer.stream():
+                ready.set()
+
+    seen: dict[int, set[int]] = {}
+    streams: list[int] = []
+    async with Consumer(bootstrap, group_id=group, client_rack="rack-b", **OPTIONS) as other:  # type: ignore[arg-type]
+        other.subscribe([topic])
+
+        async def read_partitions() -> None:
+            async def one(tp: TopicPartition, records: object) -> None:
+                async for record in records:  # type: ignore[attr-defined]
+                    seen.setdefault(record.partition, set()).add(record.offset)
+
+            async with asyncio.TaskGroup() as tasks:
+                async for tp, records in other.partitioned_stream():
+                    streams.append(tp.partition)
+                    tasks.create_task(one(tp, records))
+
+        reader = asyncio.create_task(read_partitions())
+        victim = asyncio.create_task(doomed())
+        await asyncio.wait_for(ready.wait(), 30)
+
+        async def owned() -> int:
+            return len(other.health().assignment)
+
+        await eventually(owned, lambda n: 0 < n < 4, 20)
+        victim.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await victim
+        cancelled_at = time.monotonic()
+        await eventually(owned, lambda n: n == 4, 15)
+        assert time.monotonic() - cancelled_at < 10  # the leave, not the 20 s session
+
+        async def total() -> int:
+            return sum(len(v) for v in seen.values())
+
+        await eventually(total, lambda n: n >= 400, 30)
+        assert sorted(set(streams)) == [0, 1, 2, 3]
+        async with Admin(bootstrap_servers=bootstrap) as admin:
+            described = (await admin.describe_consumer_groups([group]))[group]
+        assert described.type == "consumer"
+        assert [m.rack for m in described.members] == ["rack-b"]
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
