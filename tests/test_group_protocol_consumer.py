@@ -614,3 +614,35 @@ async def test_a_cancelled_member_leaves_at_once_and_partitioned_streams_follow_
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
+
+
+async def test_a_long_on_revoked_at_close_keeps_the_session_and_its_commit_lands(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """close() gives the partitions up while the heartbeats go on: an ``on_revoked`` that
+    takes longer than the session (3 s against 1.5 s) still commits, as a member."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    group = _group()
+    await _group_settings(bootstrap, group, session_ms=1_500)
+    await _produce(bootstrap, topic, 20)
+    outcome: list[object] = []
+    consumer = Consumer(bootstrap, group_id=group, **OPTIONS)  # type: ignore[arg-type]
+
+    async def on_revoked(tps: frozenset[TopicPartition]) -> None:
+        await asyncio.sleep(3.0)
+        try:
+            await consumer.commit()
+            outcome.append("committed")
+        except Exception as exc:  # what the test reports
+            outcome.append(exc)
+
+    async with consumer:
+        consumer.subscribe([topic], on_revoked=on_revoked)
+        stream = consumer.stream()
+        for _ in range(20):
+            await asyncio.wait_for(anext(stream), 20)
+    assert outcome == ["committed"]
+    async with Admin(bootstrap_servers=bootstrap) as admin:
+        committed = await admin.list_consumer_group_offsets(group)
+    assert sum(om.offset for om in committed.values()) == 20

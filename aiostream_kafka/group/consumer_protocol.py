@@ -44,6 +44,7 @@ from collections.abc import Collection
 from aiostream_kafka.cluster.cluster import Cluster
 from aiostream_kafka.concurrency import Crash, TaskScope
 from aiostream_kafka.errors import (
+    CommitFailedError,
     ConfigError,
     FencedMemberError,
     KafkaError,
@@ -152,6 +153,15 @@ class ConsumerProtocolMember(MemberBase):
         self._lost: str | None = None
         self._incarnation = 0
         self._full = True  # the next heartbeat carries every field
+        self._full_asks = 0  # request_rejoin() calls: one made while a request is out stays
+        self._joined = False  # a joining request was sent: close() sends a leave
+        # Set (and replaced) whenever the member epoch changes: commits waiting out a
+        # STALE_MEMBER_EPOCH wake on it.
+        self._epoch_event = asyncio.Event()
+        # Held by whoever calls the listener for assignment changes: the reconciler, and
+        # close() (which revokes while the heartbeat task still runs).
+        self._listener_lock = asyncio.Lock()
+        self._reconciling_stopped = False
         self._wake_heartbeat = asyncio.Event()
         self._wake_reconciler = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -189,8 +199,18 @@ class ConsumerProtocolMember(MemberBase):
         change with its next heartbeat (at once)."""
         if bool(topics) == (pattern is not None):
             raise ConfigError("subscribe to a list of topics or to a pattern, not both or none")
+        if isinstance(pattern, re.Pattern):
+            if pattern.flags & ~re.UNICODE:
+                raise ConfigError(
+                    "subscribe(pattern=...) under the consumer group protocol is evaluated by "
+                    "the broker (RE2/J), which gets the expression only: write flags inline "
+                    "(e.g. '(?i)orders') instead of re.compile flags"
+                )
+            pattern = pattern.pattern
+        if pattern is not None and not pattern:
+            raise ConfigError("subscribe(pattern=...) needs a non-empty regular expression")
         self._topics = frozenset(topics)
-        self._pattern = pattern.pattern if isinstance(pattern, re.Pattern) else pattern
+        self._pattern = pattern
         if self._topics:
             self.cluster.track(self._topics)
         if self.running:
@@ -200,6 +220,7 @@ class ConsumerProtocolMember(MemberBase):
         """Heartbeat now with every field (the broker's answer carries the assignment)."""
         log.info("group %s: heartbeat now: %s", self.config.group_id, reason)
         self._full = True
+        self._full_asks += 1
         self._wake_heartbeat.set()
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -219,27 +240,40 @@ class ConsumerProtocolMember(MemberBase):
         """Wait (up to ``timeout_s``) until the member epoch is no longer ``stale``: a
         commit answered STALE_MEMBER_EPOCH goes again once the heartbeat brought the new
         epoch. Wakes the heartbeat so that it comes soon."""
-        if self._epoch != stale:
-            return
         self._wake_heartbeat.set()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
                 while self._epoch == stale and self.final_error() is None:
-                    async with self._changed:
-                        await self._changed.wait()
+                    if self._lost is not None:
+                        break
+                    await self._epoch_event.wait()
+        if self._lost is not None:
+            raise CommitFailedError(
+                f"group {self.config.group_id!r}: the membership ended while a commit waited "
+                f"for a new member epoch ({self._lost}); the partitions are lost to this "
+                "member and their new owner continues from the last committed offset"
+            )
 
     async def close(self, *, leave: bool | None = None) -> None:
         """Stop both tasks, give up the partitions (``partitions_revoked``: pending commits
         land) and leave the group: epoch -1, or for a static member -2 (the broker keeps
         its assignment for the session timeout) unless ``leave=True``; ``leave=False``
         sends nothing (the session expires)."""
+        # Give the partitions up while the heartbeat task still runs (a long revoke must not
+        # cost the session), after any reconciliation in progress, and with no new one.
+        async with self._listener_lock:
+            self._reconciling_stopped = True
+            if self.owned and self.final_error() is None:
+                owned, lost = self.owned, self._lost
+                try:
+                    if lost is None:
+                        await self._call_listener("partitions_revoked", owned)
+                    else:  # the membership had ended: nothing of it may be committed
+                        await self._call_listener("partitions_lost", owned)
+                finally:
+                    self.owned = frozenset()
         await self.stop()
-        if self.owned and self.final_error() is None:
-            try:
-                await self._call_listener("partitions_revoked", self.owned)
-            finally:
-                self.owned = frozenset()
-        if leave is not False and self._epoch > 0 and self.final_error() is None:
+        if leave is not False and self._joined and self.final_error() is None:
             static = self.config.group_instance_id is not None and leave is not True
             with contextlib.suppress(KafkaError):
                 await self._leave(_LEAVE_STATIC if static else _LEAVE)
@@ -347,7 +381,9 @@ class ConsumerProtocolMember(MemberBase):
         request = self._request(epoch)
         sent_subscription = (self._topics, self._pattern)
         sent_owned = self.owned if request.topic_partitions is not None else self._sent_owned
+        full_asks = self._full_asks
         if epoch == _JOIN:
+            self._joined = True
             await self._set_state(GroupState.REBALANCING)
         response = await conn.request(request, version=version)
         assert isinstance(response, ConsumerGroupHeartbeatResponse)
@@ -364,7 +400,8 @@ class ConsumerProtocolMember(MemberBase):
         if code:
             await self._heartbeat_error(code, response.error_message)
             return
-        self._full = False
+        if full_asks == self._full_asks:  # no request_rejoin() while it was out
+            self._full = False
         self._sent_subscription = sent_subscription
         self._sent_owned = frozenset() if epoch == _JOIN else sent_owned
         self.last_heartbeat_at = time.time()
@@ -375,7 +412,7 @@ class ConsumerProtocolMember(MemberBase):
         if response.member_epoch != self._epoch:
             log.debug("group %s: member %s epoch %d -> %d", self.config.group_id,
                       self.member_id, self._epoch, response.member_epoch)  # fmt: skip
-            self._epoch = response.member_epoch
+            self._set_epoch(response.member_epoch)
             async with self._changed:
                 self._changed.notify_all()
         if response.assignment is not None:
@@ -425,20 +462,36 @@ class ConsumerProtocolMember(MemberBase):
             error = broker_error(code, f"group {group!r}: heartbeat refused{detail}: {hint}")
             await self._fail(error, GroupState.FAILED)
             return
+        error = broker_error(code, f"group {group!r}: heartbeat refused{detail}")
+        if not error.retriable:
+            await self._fail(error, GroupState.FAILED)
+            return
         log.warning("group %s: heartbeat error %s%s; retrying", group, name, detail)
         raise _Retry(name)
+
+    def _set_epoch(self, epoch: int) -> None:
+        self._epoch = epoch
+        self._epoch_event.set()
+        self._epoch_event = asyncio.Event()
 
     def _lose(self, reason: str) -> None:
         """The membership ended under us: what we own may be someone else's already. The
         reconciler drops it (``on_lost``); then the member joins again at epoch 0."""
         log.warning("group %s: member %s lost its partitions: %s; joining again",
                     self.config.group_id, self.member_id, reason)  # fmt: skip
-        self._epoch = _JOIN
+        self._set_epoch(_JOIN)
         self._target = None
         self._full = True
         self._incarnation += 1
         self._lost = reason
         self._wake_reconciler.set()
+
+    async def _fail(self, error: KafkaError, state: GroupState) -> None:
+        self._incarnation += 1  # a reconciliation in a callback now applies nothing more
+        self._closing = True
+        self.listener.member_failed(error)  # the iterators raise it at once
+        async with self._listener_lock:  # on_lost after any callback in progress, not beside it
+            await super()._fail(error, state)
 
     async def _leave(self, epoch: int) -> None:
         conn, version = await self._connection()
@@ -453,7 +506,7 @@ class ConsumerProtocolMember(MemberBase):
         assert isinstance(response, ConsumerGroupHeartbeatResponse)
         log.info("group %s: member %s left with epoch %d (error %d)", self.config.group_id,
                  self.member_id, epoch, response.error_code)  # fmt: skip
-        self._epoch = _JOIN
+        self._set_epoch(_JOIN)
         self._sent_subscription = self._sent_owned = None
 
     async def _check_liveness(self) -> None:
@@ -506,29 +559,38 @@ class ConsumerProtocolMember(MemberBase):
         while not self._closing:
             await self._wake_reconciler.wait()
             self._wake_reconciler.clear()
-            if self._lost is not None:
-                await self._drop_lost()
-                continue
-            target = self._target
-            if target is None:
-                continue
-            wanted = await self._resolve(target)
-            if wanted is None:  # a topic id the metadata does not know yet
+            async with self._listener_lock:
+                if self._reconciling_stopped:
+                    return  # close() gives the partitions up itself
+                if self._lost is not None:
+                    await self._drop_lost()
+                    continue
+                target = self._target
+                if target is None:
+                    continue
+                incarnation = self._incarnation
+                wanted, complete = await self._resolve(target)
+                if incarnation != self._incarnation or self._target is not target:
+                    self._wake_reconciler.set()  # lost, or a newer assignment: start over
+                    continue
+                if wanted != self.owned:
+                    await self._reconcile(wanted, incarnation, complete)
+                elif complete and self._epoch > 0:
+                    await self._set_state(GroupState.STABLE)
+                if self._target is not target or self._lost is not None:
+                    self._wake_reconciler.set()  # something newer came meanwhile
+            if not complete:
+                # A topic id the metadata does not know yet: what is known was reconciled
+                # (revocations never wait for it); look again after a back-off.
                 await asyncio.sleep(backoff.next_delay())
                 self._wake_reconciler.set()
-                continue
-            backoff = Backoff.of(self.config)
-            if wanted == self.owned:
-                if self._target is target and self._epoch > 0:
-                    await self._set_state(GroupState.STABLE)
-                continue
-            await self._reconcile(wanted)
-            if self._target is not target or self._lost is not None:
-                self._wake_reconciler.set()  # something newer came meanwhile
+            else:
+                backoff = Backoff.of(self.config)
 
     async def _resolve(
         self, target: dict[uuid.UUID, frozenset[int]]
-    ) -> frozenset[TopicPartition] | None:
+    ) -> tuple[frozenset[TopicPartition], bool]:
+        """The assigned partitions by name, and whether every topic id was known."""
         snapshot = self.cluster.snapshot
         if any(snapshot.topic_name(i) is None for i in target):
             with contextlib.suppress(KafkaError):
@@ -536,19 +598,25 @@ class ConsumerProtocolMember(MemberBase):
                     snapshot = await self.cluster.refresh(self._topics)
                 else:
                     snapshot = await self.cluster.refresh(all_topics=True)
+        names = {topic: topic_id for topic, topic_id in self._ids.items()}
         out: set[TopicPartition] = set()
+        complete = True
         for topic_id, partitions in target.items():
-            name = snapshot.topic_name(topic_id)
+            name = snapshot.topic_name(topic_id) or next(
+                (t for t, i in names.items() if i == topic_id), None
+            )
             if name is None:
                 log.info("group %s: assigned topic id %s not in the metadata yet",
                          self.config.group_id, topic_id)  # fmt: skip
-                return None
+                complete = False
+                continue
             self._ids[name] = topic_id
             out.update(TopicPartition(name, p) for p in partitions)
-        return frozenset(out)
+        return frozenset(out), complete
 
-    async def _reconcile(self, wanted: frozenset[TopicPartition]) -> None:
-        incarnation = self._incarnation
+    async def _reconcile(
+        self, wanted: frozenset[TopicPartition], incarnation: int, complete: bool
+    ) -> None:
         await self._set_state(GroupState.REBALANCING)
         revoked = self.owned - wanted
         if revoked:
@@ -573,7 +641,7 @@ class ConsumerProtocolMember(MemberBase):
             len(revoked), len(added),
         )  # fmt: skip
         self._wake_heartbeat.set()  # acknowledge at once
-        if self._epoch > 0:
+        if self._epoch > 0 and complete:
             await self._set_state(GroupState.STABLE)
 
     async def _drop_lost(self) -> None:
