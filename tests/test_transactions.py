@@ -394,10 +394,17 @@ async def test_send_offsets_to_transaction_commits_the_group_offsets_only_on_com
 
         # Aborted: the group's offsets do not move.
         producer.begin_transaction()
-        for r in records:
+        aborted = [
             await producer.enqueue(sink, b"x" + r.value, partition=r.partition)  # type: ignore[operator]
+            for r in records
+        ]
         await producer.send_offsets_to_transaction(offsets, metadata)
         await producer.abort_transaction()
+        # Each record was written (then aborted) or failed as not sent before the abort.
+        for outcome in await asyncio.gather(*aborted, return_exceptions=True):
+            assert not isinstance(outcome, BaseException) or isinstance(
+                outcome, TransactionAbortedError
+            ), outcome
         assert await admin.list_consumer_group_offsets(group) == {}
 
         # A stale generation is refused (KIP-447): abortable, the producer goes on.
