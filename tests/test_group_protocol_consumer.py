@@ -285,22 +285,32 @@ async def test_a_commit_with_a_stale_epoch_lands_once_the_epoch_moves(
         for _ in range(10):
             await asyncio.wait_for(anext(stream), 20)
         membership = consumer.group.coordinator  # type: ignore[union-attr]
-        good = membership._epoch  # type: ignore[attr-defined]
-        # As if the commit were built just before a heartbeat moved the epoch on:
-        membership._epoch = good - 1  # type: ignore[attr-defined]
+        offsets = membership.offsets
 
-        async def restore() -> None:
-            await asyncio.sleep(0.5)
-            membership._epoch = good  # type: ignore[attr-defined]
-            async with membership._changed:  # type: ignore[attr-defined]
-                membership._changed.notify_all()  # type: ignore[attr-defined]
+        class StaleOnce:
+            """The membership, except that the first commit carries the previous epoch
+            (as one built just before a heartbeat answer moved the epoch on)."""
 
-        restoring = asyncio.create_task(restore())
+            def __init__(self, real: object) -> None:
+                self.real, self.reads = real, 0
+
+            def __getattr__(self, name: str) -> object:
+                return getattr(self.real, name)
+
+            @property
+            def generation(self) -> int:
+                self.reads += 1
+                epoch: int = self.real.generation  # type: ignore[attr-defined]
+                return epoch - 1 if self.reads == 1 else epoch
+
+        stale = StaleOnce(offsets._member)
+        offsets._member = stale
         tp = TopicPartition(topic, 0)
-        started = time.monotonic()
-        await consumer.commit({tp: 3})
-        await restoring
-        assert time.monotonic() - started >= 0.4  # it waited for the epoch, then landed
+        try:
+            await consumer.commit({tp: 3})
+        finally:
+            offsets._member = stale.real
+        assert stale.reads == 2  # refused once (STALE_MEMBER_EPOCH), then landed
     async with Admin(bootstrap_servers=bootstrap) as admin:
         committed = await admin.list_consumer_group_offsets(group)
     assert committed[tp].offset == 3
