@@ -8,7 +8,8 @@ error as its typed exception, naming the topic, partition or group it concerns.
 
 This module is the public face (the constructor, the lifecycle, each call's signature and
 documentation); the calls are written one module per area: ``topics``, ``offsets``,
-``configs``, ``groups``, over the shared ``plumbing`` (retries, coordinator look-up).
+``configs``, ``groups``, ``share_groups``, over the shared ``plumbing`` (retries,
+coordinator look-up).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from aiostream_kafka import habits
 from aiostream_kafka.admin._generated import AdminConstructor
 from aiostream_kafka.admin.configs import ConfigCalls
 from aiostream_kafka.admin.groups import GroupCalls
+from aiostream_kafka.admin.share_groups import ShareGroupCalls
 from aiostream_kafka.admin.topics import TopicCalls
 from aiostream_kafka.admin.types import (
     AlterConfigOp,
@@ -34,6 +36,8 @@ from aiostream_kafka.admin.types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetSpec,
+    ShareGroupDescription,
+    SharePartitionOffsetInfo,
     TopicDescription,
 )
 from aiostream_kafka.cluster.cluster import Cluster
@@ -332,8 +336,92 @@ class Admin(AdminConstructor):
         """
         return await self._calls.consumer_group_lag(group_id)
 
+    # -- share groups (KIP-932) ------------------------------------------------------
 
-class AdminCalls(TopicCalls, ConfigCalls, GroupCalls):
+    async def describe_share_groups(
+        self, group_ids: Collection[str]
+    ) -> dict[str, ShareGroupDescription]:
+        """Describe share groups (KIP-932, Kafka 4.2+; ShareGroupDescribe, asked of each
+        group's coordinator). Returns a :class:`ShareGroupDescription` per group id: its
+        state, coordinator, group and assignment epochs, assignor and members (member id,
+        client id and host, rack, subscribed topic names, and the partitions assigned to
+        it; in a share group several members may be assigned the same partition).
+
+        Raises:
+            GroupIdNotFoundError: a group does not exist, or is no share group (a consumer
+                or classic group of that id: :meth:`describe_consumer_groups` describes it).
+            GroupAuthorizationFailedError: describing a group is not allowed.
+            UnsupportedVersionError: the coordinator does not know share groups.
+            TypeError: ``group_ids`` is a ``str`` (write ``describe_share_groups(["g"])``).
+        """
+        return await self._calls.describe_share_groups(group_ids)
+
+    async def list_share_group_offsets(
+        self, group_id: str, partitions: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, SharePartitionOffsetInfo]:
+        """Return the share-partition start offset of each partition of share group
+        ``group_id`` (of every partition it has state for, or of ``partitions``; those
+        without state are left out), as :class:`SharePartitionOffsetInfo`: the start
+        offset, its leader epoch and the broker's lag (Kafka 4.2+, else None).
+
+        The start offset is where the group's records not yet done with begin: every
+        record before it was accepted, rejected or archived.
+
+        Raises:
+            GroupIdNotFoundError: the broker knows no such share group.
+            TypeError: ``partitions`` is one ``TopicPartition`` or a ``str`` instead of a
+                collection of them.
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.list_share_group_offsets(group_id, partitions)
+
+    async def share_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
+        """Return, for each partition share group ``group_id`` has state for, how many
+        records lie between its share-partition start offset and the end of the partition
+        (the high watermark, from ListOffsets).
+
+        That count includes the records in flight (acquired by a member, not yet
+        acknowledged) and those acknowledged ahead of the start offset; the broker's own
+        lag, which leaves the latter out, is ``list_share_group_offsets(...)[tp].lag``.
+
+        Raises:
+            GroupIdNotFoundError: the broker knows no such share group.
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.share_group_lag(group_id)
+
+    async def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Set the share-partition start offset of each partition given, for share group
+        ``group_id``: its members then take records from that offset on (a reset back
+        delivers again records already done with; forward skips them). The group must be
+        empty (no member: stop or close every share consumer of it first).
+
+        Raises:
+            NonEmptyGroupError: the group has members.
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+            TypeError: ``offsets`` is no mapping of ``TopicPartition`` to offset.
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.alter_share_group_offsets(group_id, offsets)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Collection[str]) -> None:
+        """Delete the state of share group ``group_id`` for every partition of ``topics``:
+        the group forgets their start offsets and, when it next reads those topics,
+        starts again where ``share.auto.offset.reset`` says. The group must be empty (no
+        member).
+
+        Raises:
+            NonEmptyGroupError: the group has members.
+            GroupIdNotFoundError: the broker knows no such share group.
+            TypeError: ``topics`` is a ``str`` (write ``delete_share_group_offsets(g, ["t"])``).
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.delete_share_group_offsets(group_id, topics)
+
+
+class AdminCalls(TopicCalls, ConfigCalls, GroupCalls, ShareGroupCalls):
     """Every call of the Admin client (one module per area) over one cluster, its
     settings and its coordinators: what an :class:`Admin` holds and delegates to."""
 
