@@ -21,6 +21,7 @@ from aiostream_kafka.admin.types import (
     SharePartitionOffsetInfo,
 )
 from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.protocol.messages.alter_share_group_offsets import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsResponse,
@@ -46,6 +47,10 @@ _DescribeGroup = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsReque
 _AlterTopic = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
 _AlterPartition = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition
 _DeleteTopic = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+
+# The coordinator's word on a topic of the request: a topic it does not know is not retried
+# until the deadline (the Admin's other calls retry it while the metadata catches up).
+_FINAL = (ec.UnknownTopicOrPartitionError,)
 
 
 class ShareGroupCalls(OffsetCalls):
@@ -173,7 +178,7 @@ class ShareGroupCalls(OffsetCalls):
                             leader_epoch=p.leader_epoch if p.leader_epoch >= 0 else None,
                             lag=p.lag if p.lag >= 0 else None,
                         )
-            self.raise_first(errors)
+            self.raise_first(errors, final=_FINAL)
             return dict(sorted(found.items()))
 
         return await self.with_retries(f"share offsets of group {group_id!r}", attempt)
@@ -231,7 +236,7 @@ class ShareGroupCalls(OffsetCalls):
                         errors[str(tp)] = broker_error(
                             p.error_code, f"share group {group_id!r} {tp}", p.error_message
                         )
-            self.raise_first(errors)
+            self.raise_first(errors, final=_FINAL)
 
         await self.with_retries(f"alter share offsets of group {group_id!r}", attempt)
 
@@ -261,7 +266,8 @@ class ShareGroupCalls(OffsetCalls):
                     )
                     for t in response.responses
                     if t.error_code
-                }
+                },
+                final=_FINAL,
             )
 
         await self.with_retries(f"delete share offsets of group {group_id!r}", attempt)
