@@ -188,15 +188,18 @@ async def test_share_group_configs_described_offsets_lag_alter_and_delete(
             for i in range(4, 10):
                 await producer.send(topic, f"0-{i}".encode(), partition=0)
 
+        # Measured on 4.3.1: the start offsets stay where the group began (0) while the
+        # records after them are accepted; the broker's lag counts what is not done with.
         offsets = await eventually(
             lambda: admin.list_share_group_offsets(group),
-            lambda o: {tp: i.start_offset for tp, i in o.items()} == {p0: 4, p1: 10},
+            lambda o: {tp: i.lag for tp, i in o.items()} == {p0: 6, p1: 0},
         )
+        assert {tp: i.start_offset for tp, i in offsets.items()} == {p0: 0, p1: 0}
         assert offsets[p0].leader_epoch is not None and offsets[p0].leader_epoch >= 0
-        assert (offsets[p0].lag, offsets[p1].lag) == (6, 0)  # DescribeShareGroupOffsets v1
+        # Not the high watermark less the start offset (10 and 10): the broker's count.
         assert await admin.share_group_lag(group) == {p0: 6, p1: 0}
         only = await admin.list_share_group_offsets(group, [p1])
-        assert list(only) == [p1] and only[p1].start_offset == 10
+        assert list(only) == [p1] and only[p1].lag == 0
 
         # A group with a member refuses both changes of its offsets.
         with pytest.raises(ec.NonEmptyGroupError):
@@ -214,6 +217,13 @@ async def test_share_group_configs_described_offsets_lag_alter_and_delete(
     altered = await admin.list_share_group_offsets(group)
     assert {tp: i.start_offset for tp, i in altered.items()} == {p0: 1, p1: 7}
     assert await admin.share_group_lag(group) == {p0: 9, p1: 3}
+    # An offset past the end is taken as given; the broker gives no lag for it, the
+    # high watermark tells: nothing to deliver.
+    await admin.alter_share_group_offsets(group, {p1: 50})
+    past = await admin.list_share_group_offsets(group, [p1])
+    assert (past[p1].start_offset, past[p1].lag) == (50, None)
+    assert (await admin.share_group_lag(group))[p1] == 0
+    await admin.alter_share_group_offsets(group, {p1: 7})
 
     # A new member takes the records from the altered start offsets on.
     async with share_member(bs, group, [topic]) as member:
@@ -223,10 +233,15 @@ async def test_share_group_configs_described_offsets_lag_alter_and_delete(
         lambda: _described(admin, group),
         lambda d: d is not None and not d.members,
     )
+    assert await admin.share_group_lag(group) == {p0: 0, p1: 0}
 
+    with pytest.raises(ec.UnknownTopicOrPartitionError, match="no-such-topic"):
+        await admin.delete_share_group_offsets(group, [_name("no-such-topic")])
     await admin.delete_share_group_offsets(group, [topic])
     assert await admin.list_share_group_offsets(group) == {}
     assert await admin.share_group_lag(group) == {}
+    # An unknown group has no offsets (no error), and no lag.
+    assert await admin.list_share_group_offsets(_name("no-such-share-group")) == {}
 
 
 async def test_share_group_calls_check_their_arguments(admin: Admin) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from aiostream_kafka.admin.share_groups import ShareGroupCalls
-from aiostream_kafka.admin.types import SharePartitionOffsetInfo
+from aiostream_kafka.admin.types import ListOffsetsResult, OffsetSpec, SharePartitionOffsetInfo
 from aiostream_kafka.cluster.metadata import ClusterSnapshot, TopicMetadata
 from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.protocol import error_codes as ec
@@ -210,3 +210,17 @@ async def test_delete_raises_a_topic_error_naming_the_topic() -> None:
     with pytest.raises(ec.UnknownTopicOrPartitionError, match="topic 'b'"):
         await calls(cluster).delete_share_group_offsets("g", ["b", "a"])
     assert [t.topic_name for t in cluster.sent[0][1].topics] == ["a", "b"]
+
+
+async def test_lag_is_the_brokers_else_the_high_watermark_less_the_start() -> None:
+    cluster = FakeCluster(offsets_answer(partition(0, 0, lag=6), partition(1, 4)))
+    c = calls(cluster)
+    asked: list[dict[TopicPartition, OffsetSpec]] = []
+
+    async def list_offsets(specs: dict[TopicPartition, OffsetSpec]) -> Any:
+        asked.append(specs)
+        return {tp: ListOffsetsResult(10, -1, None) for tp in specs}
+
+    c.list_offsets = list_offsets  # type: ignore[assignment,method-assign]
+    assert await c.share_group_lag("g") == {TopicPartition("t", 0): 6, TopicPartition("t", 1): 6}
+    assert asked == [{TopicPartition("t", 1): OffsetSpec.latest()}]

@@ -364,11 +364,14 @@ class Admin(AdminConstructor):
         without state are left out), as :class:`SharePartitionOffsetInfo`: the start
         offset, its leader epoch and the broker's lag (Kafka 4.2+, else None).
 
-        The start offset is where the group's records not yet done with begin: every
-        record before it was accepted, rejected or archived.
+        Every record before the start offset is done with (accepted, rejected or
+        archived); measured on Kafka 4.3.1, the start offset reported stays where the group
+        began (or where :meth:`alter_share_group_offsets` put it) while the records after
+        it are accepted, so the lag (:meth:`share_group_lag`) is what tells the progress.
+        An unknown group has no offsets: ``{}``.
 
         Raises:
-            GroupIdNotFoundError: the broker knows no such share group.
+            UnknownTopicOrPartitionError: a partition asked for does not exist.
             TypeError: ``partitions`` is one ``TopicPartition`` or a ``str`` instead of a
                 collection of them.
             KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
@@ -376,16 +379,18 @@ class Admin(AdminConstructor):
         return await self._calls.list_share_group_offsets(group_id, partitions)
 
     async def share_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
-        """Return, for each partition share group ``group_id`` has state for, how many
-        records lie between its share-partition start offset and the end of the partition
-        (the high watermark, from ListOffsets).
+        """Return, for each partition share group ``group_id`` has state for, how many of
+        its records are not yet done with: neither accepted, rejected nor archived, from
+        the share-partition start offset to the end of the partition (the high
+        watermark). Records acquired by a member and not yet acknowledged count.
 
-        That count includes the records in flight (acquired by a member, not yet
-        acknowledged) and those acknowledged ahead of the start offset; the broker's own
-        lag, which leaves the latter out, is ``list_share_group_offsets(...)[tp].lag``.
+        This is the broker's own count (``SharePartitionOffsetInfo.lag``, Kafka 4.2+).
+        Where the broker gives none (before Kafka 4.2, or a start offset past the high
+        watermark) it is the high watermark less the start offset (ListOffsets), which
+        also counts the records acknowledged ahead of the start offset. An unknown group
+        has no partitions: ``{}``.
 
         Raises:
-            GroupIdNotFoundError: the broker knows no such share group.
             KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
         """
         return await self._calls.share_group_lag(group_id)
@@ -396,7 +401,9 @@ class Admin(AdminConstructor):
         """Set the share-partition start offset of each partition given, for share group
         ``group_id``: its members then take records from that offset on (a reset back
         delivers again records already done with; forward skips them). The group must be
-        empty (no member: stop or close every share consumer of it first).
+        empty (no member: stop or close every share consumer of it first); a group that
+        does not exist yet is created with those offsets (measured on Kafka 4.3.1, as is an
+        offset past the end of the partition being taken as given).
 
         Raises:
             NonEmptyGroupError: the group has members.
@@ -414,7 +421,7 @@ class Admin(AdminConstructor):
 
         Raises:
             NonEmptyGroupError: the group has members.
-            GroupIdNotFoundError: the broker knows no such share group.
+            UnknownTopicOrPartitionError: a topic does not exist.
             TypeError: ``topics`` is a ``str`` (write ``delete_share_group_offsets(g, ["t"])``).
             KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
         """

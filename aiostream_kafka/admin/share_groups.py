@@ -186,10 +186,15 @@ class ShareGroupCalls(OffsetCalls):
     async def share_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
         """Does :meth:`Admin.share_group_lag` (documented there)."""
         starts = await self.list_share_group_offsets(group_id)
-        if not starts:
-            return {}
-        ends = await self.list_offsets({tp: OffsetSpec.latest() for tp in starts})
-        return {tp: max(0, ends[tp].offset - info.start_offset) for tp, info in starts.items()}
+        lags = {tp: info.lag for tp, info in starts.items() if info.lag is not None}
+        # The broker gives no lag before Kafka 4.2 (DescribeShareGroupOffsets v0), nor for
+        # a start offset past the high watermark: the high watermark tells there.
+        rest = [tp for tp in starts if tp not in lags]
+        if rest:
+            ends = await self.list_offsets({tp: OffsetSpec.latest() for tp in rest})
+            for tp in rest:
+                lags[tp] = max(0, ends[tp].offset - starts[tp].start_offset)
+        return dict(sorted(lags.items()))
 
     async def alter_share_group_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, int]
