@@ -238,6 +238,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aiostream_kafka.admin.offsets",
             "aiostream_kafka.admin.configs",
             "aiostream_kafka.admin.groups",
+            "aiostream_kafka.admin.share_groups",
         ),
     ),
     (

@@ -23,6 +23,9 @@ from aiostream_kafka.admin.types import (
     OffsetAndMetadata,
     OffsetSpec,
     PartitionInfo,
+    ShareGroupDescription,
+    ShareMemberDescription,
+    SharePartitionOffsetInfo,
     TopicDescription,
 )
 
@@ -47,6 +50,9 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetSpec",
     "PartitionInfo",
+    "ShareGroupDescription",
+    "ShareMemberDescription",
+    "SharePartitionOffsetInfo",
     "TopicDescription",
 ]
 

@@ -8,7 +8,8 @@ error as its typed exception, naming the topic, partition or group it concerns.
 
 This module is the public face (the constructor, the lifecycle, each call's signature and
 documentation); the calls are written one module per area: ``topics``, ``offsets``,
-``configs``, ``groups``, over the shared ``plumbing`` (retries, coordinator look-up).
+``configs``, ``groups``, ``share_groups``, over the shared ``plumbing`` (retries,
+coordinator look-up).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from aiostream_kafka import habits
 from aiostream_kafka.admin._generated import AdminConstructor
 from aiostream_kafka.admin.configs import ConfigCalls
 from aiostream_kafka.admin.groups import GroupCalls
+from aiostream_kafka.admin.share_groups import ShareGroupCalls
 from aiostream_kafka.admin.topics import TopicCalls
 from aiostream_kafka.admin.types import (
     AlterConfigOp,
@@ -34,6 +36,8 @@ from aiostream_kafka.admin.types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetSpec,
+    ShareGroupDescription,
+    SharePartitionOffsetInfo,
     TopicDescription,
 )
 from aiostream_kafka.cluster.cluster import Cluster
@@ -332,8 +336,99 @@ class Admin(AdminConstructor):
         """
         return await self._calls.consumer_group_lag(group_id)
 
+    # -- share groups (KIP-932) ------------------------------------------------------
 
-class AdminCalls(TopicCalls, ConfigCalls, GroupCalls):
+    async def describe_share_groups(
+        self, group_ids: Collection[str]
+    ) -> dict[str, ShareGroupDescription]:
+        """Describe share groups (KIP-932, Kafka 4.2+; ShareGroupDescribe, asked of each
+        group's coordinator). Returns a :class:`ShareGroupDescription` per group id: its
+        state, coordinator, group and assignment epochs, assignor and members (member id,
+        client id and host, rack, subscribed topic names, and the partitions assigned to
+        it; in a share group several members may be assigned the same partition).
+
+        Raises:
+            GroupIdNotFoundError: a group does not exist, or is no share group (a consumer
+                or classic group of that id: :meth:`describe_consumer_groups` describes it).
+            GroupAuthorizationFailedError: describing a group is not allowed.
+            UnsupportedVersionError: the coordinator does not know share groups.
+            TypeError: ``group_ids`` is a ``str`` (write ``describe_share_groups(["g"])``).
+        """
+        return await self._calls.describe_share_groups(group_ids)
+
+    async def list_share_group_offsets(
+        self, group_id: str, partitions: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, SharePartitionOffsetInfo]:
+        """Return the share-partition start offset of each partition of share group
+        ``group_id`` (of every partition it has state for, or of ``partitions``; those
+        without state are left out), as :class:`SharePartitionOffsetInfo`: the start
+        offset, its leader epoch and the broker's lag (Kafka 4.2+, else None).
+
+        Every record before the start offset is done with (accepted, rejected or
+        archived); measured on Kafka 4.3.1, the start offset reported stays where the group
+        began (or where :meth:`alter_share_group_offsets` put it) while the records after
+        it are accepted, so the lag (:meth:`share_group_lag`) is what tells the progress.
+        An unknown group has no offsets: ``{}``.
+
+        Raises:
+            UnknownTopicOrPartitionError: a partition asked for does not exist.
+            TypeError: ``partitions`` is one ``TopicPartition`` or a ``str`` instead of a
+                collection of them.
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.list_share_group_offsets(group_id, partitions)
+
+    async def share_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
+        """Return, for each partition share group ``group_id`` has state for, how many of
+        its records are not yet done with: neither accepted, rejected nor archived, from
+        the share-partition start offset to the end of the partition (the high
+        watermark). Records acquired by a member and not yet acknowledged count.
+
+        This is the broker's own count (``SharePartitionOffsetInfo.lag``, Kafka 4.2+).
+        Where the broker gives none (before Kafka 4.2, or a start offset past the high
+        watermark) it is the high watermark less the start offset (ListOffsets), which
+        also counts the records acknowledged ahead of the start offset. An unknown group
+        has no partitions: ``{}``.
+
+        Raises:
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.share_group_lag(group_id)
+
+    async def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Set the share-partition start offset of each partition given, for share group
+        ``group_id``: its members then take records from that offset on (a reset back
+        delivers again records already done with; forward skips them). The group must be
+        empty (no member: stop or close every share consumer of it first); a group that
+        does not exist yet is created with those offsets (measured on Kafka 4.3.1, as is an
+        offset past the end of the partition being taken as given).
+
+        Raises:
+            NonEmptyGroupError: the group has members.
+            UnknownTopicOrPartitionError: a topic or partition does not exist.
+            TypeError: ``offsets`` is no mapping of ``TopicPartition`` to offset.
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.alter_share_group_offsets(group_id, offsets)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Collection[str]) -> None:
+        """Delete the state of share group ``group_id`` for every partition of ``topics``:
+        the group forgets their start offsets and, when it next reads those topics,
+        starts again where ``share.auto.offset.reset`` says. The group must be empty (no
+        member).
+
+        Raises:
+            NonEmptyGroupError: the group has members.
+            UnknownTopicOrPartitionError: a topic does not exist.
+            TypeError: ``topics`` is a ``str`` (write ``delete_share_group_offsets(g, ["t"])``).
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.delete_share_group_offsets(group_id, topics)
+
+
+class AdminCalls(TopicCalls, ConfigCalls, GroupCalls, ShareGroupCalls):
     """Every call of the Admin client (one module per area) over one cluster, its
     settings and its coordinators: what an :class:`Admin` holds and delegates to."""
 

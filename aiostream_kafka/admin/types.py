@@ -247,3 +247,55 @@ class OffsetAndMetadata:
     offset: int
     metadata: str | None = None
     leader_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShareMemberDescription:
+    """A member of a share group (KIP-932) and the partitions it fetches from.
+
+    A share group's assignment is not exclusive: several members may be assigned the same
+    partition and take its records cooperatively. ``rack`` is None when the member did not
+    give one; ``member_epoch`` is the epoch the coordinator last gave the member.
+    """
+
+    member_id: str
+    client_id: str
+    host: str
+    rack: str | None
+    member_epoch: int
+    subscribed_topics: list[str]
+    assignment: list[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupDescription:
+    """A share group (KIP-932): its state (``"Empty"``, ``"Stable"``, ``"Dead"``), its
+    coordinator, its epochs, the server assignor (``assignor``, ``"simple"`` on Kafka 4.x)
+    and its members."""
+
+    group_id: str
+    state: str
+    coordinator: int
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: list[ShareMemberDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffsetInfo:
+    """The state of one partition of a share group (KIP-932).
+
+    ``start_offset`` is the share-partition start offset the share coordinator keeps: every
+    record before it is done with (accepted, rejected or archived after too many
+    deliveries); records from it on are available, acquired by a member, or already
+    acknowledged ahead of it (measured on Kafka 4.3.1, it stays where the group began while
+    the records after it are accepted). ``leader_epoch`` is None when the broker does not
+    say. ``lag`` is the broker's count of the records from the start offset to the high
+    watermark not yet done with (DescribeShareGroupOffsets v1, Kafka 4.2+); None when the
+    broker does not give it (older brokers; a start offset past the high watermark).
+    """
+
+    start_offset: int
+    leader_epoch: int | None = None
+    lag: int | None = None
