@@ -195,6 +195,7 @@ class ShareConsumer:
         self._wake = asyncio.Event()  # the fetch loop: room, acknowledgements, assignment
         self._ready = asyncio.Event()  # the iterators: records, close, a fatal error
         self._loop_done = asyncio.Event()
+        self._loop_started = False
         self._refresh_metadata = False
         self._acquire_mode_ok = True
         # Counters (tests and health): records acquired, handed out; fetches; acks sent.
@@ -217,6 +218,7 @@ class ShareConsumer:
         self._started = True
         await self._cluster.bootstrap()
         self._membership.start()
+        self._loop_started = True
         self._scope.spawn(
             self._fetch_loop, name=f"share consumer {self.config.group_id} fetch",
             crash=Crash.FAIL_OWNER,
@@ -268,7 +270,7 @@ class ShareConsumer:
             async with asyncio.timeout(timeout):
                 self._stopping = True
                 self._wake.set()
-                if self._started:
+                if self._loop_started:
                     await self._loop_done.wait()  # the request in flight is answered first
                 self._release_everything()
                 nodes = {n for n, s in self._sessions.items() if s.epoch > 0}
@@ -481,9 +483,8 @@ class ShareConsumer:
         if len(kept) != len(self._buffer):
             self._buffer = kept
             self._buffer_bytes = sum(h.size for h in kept)
-        # Handed out, not acknowledged: released by the broker already.
-        for key in [k for k, n in self._delivered.items() if n == session.node]:
-            del self._delivered[key]
+        # Records handed out and not acknowledged stay in _delivered: their
+        # acknowledgements, once made, are reported as lost (the broker released them).
 
     def _topic_ids(self) -> dict[str, Any]:
         return {name: t.topic_id for name, t in self._cluster.snapshot.topics.items()}

@@ -120,6 +120,7 @@ class ShareMembership:
         if self._scope is not None:
             await self._scope.aclose()
         if self._joined and self.error is None:
+            self._joined = False  # once: close() may be called again
             try:
                 await self._send(_LEAVE)
             except KafkaError as exc:
