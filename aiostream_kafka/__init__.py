@@ -33,6 +33,7 @@ from aiostream_kafka.structs import (
     ConsumerGroupMetadata,
     Record,
     RecordMetadata,
+    ShareRecord,
     TimestampType,
     TopicPartition,
 )
@@ -95,6 +96,11 @@ if TYPE_CHECKING:  # the lazily imported names, for type checkers
         TransactionState,
         TransactionStateError,
     )
+    from aiostream_kafka.share import (
+        AcknowledgeType,
+        ShareAcknowledgeError,
+        ShareConsumer,
+    )
 
 # The clients (and what they define) are imported on first use: see __getattr__.
 _LAZY: dict[str, str] = {
@@ -147,6 +153,9 @@ _LAZY: dict[str, str] = {
     "TransactionScope": "aiostream_kafka.producer",
     "TransactionState": "aiostream_kafka.producer",
     "TransactionStateError": "aiostream_kafka.producer",
+    "AcknowledgeType": "aiostream_kafka.share",
+    "ShareAcknowledgeError": "aiostream_kafka.share",
+    "ShareConsumer": "aiostream_kafka.share",
 }
 
 # The name the wave-2 API uses for Kafka's SASL_AUTHENTICATION_FAILED (error 58).
@@ -155,6 +164,7 @@ SaslAuthenticationError = SaslAuthenticationFailedError  # noqa: F405
 _OWN_ERRORS = {"CorruptRecordError", "KafkaTimeoutError", "NetworkError", "UnsupportedVersionError"}
 
 __all__ = [
+    "AcknowledgeType",
     "Admin",
     "AlterConfigOp",
     "AlterConfigOpType",
@@ -213,6 +223,9 @@ __all__ = [
     "RecordMetadata",
     "RecordStream",
     "SaslAuthenticationError",
+    "ShareAcknowledgeError",
+    "ShareConsumer",
+    "ShareRecord",
     "TLSHandshakeError",
     "TimestampType",
     "TopicDeletedError",

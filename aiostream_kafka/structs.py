@@ -131,6 +131,53 @@ class Record:
         )
 
 
+class ShareRecord(Record):
+    """One record as a :class:`~aiostream_kafka.ShareConsumer` delivers it: the
+    :class:`Record` fields plus ``delivery_count``, how many times the share group has
+    handed this record out (1 the first time; more after a release, a lock expiry or a
+    member leaving with it acquired). KIP-932 archives it past the group's delivery limit.
+
+    Defined here, beside :class:`Record`, because the compiled build compiles this module:
+    a subclass of a compiled class must be compiled with it.
+    """
+
+    __slots__ = ("delivery_count",)
+
+    delivery_count: int
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp_ms: int,
+        timestamp_type: TimestampType,
+        key: Any,
+        value: Any,
+        headers: list[Header],
+        leader_epoch: int | None,
+        delivery_count: int,
+    ) -> None:
+        super().__init__(
+            topic, partition, offset, timestamp_ms, timestamp_type, key, value, headers,
+            leader_epoch,
+        )  # fmt: skip
+        self.delivery_count = delivery_count
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (*super()._fields(), self.delivery_count)
+
+    def __repr__(self) -> str:
+        names = (*_RECORD_FIELDS, "delivery_count")
+        return (
+            "ShareRecord("
+            + ", ".join(
+                f"{name}={value!r}" for name, value in zip(names, self._fields(), strict=True)
+            )
+            + ")"
+        )
+
+
 class RecordMetadata(NamedTuple):
     """Where an acknowledged record was written.
 
@@ -169,6 +216,7 @@ __all__ = [
     "Header",
     "Record",
     "RecordMetadata",
+    "ShareRecord",
     "TimestampType",
     "TopicPartition",
 ]

@@ -232,6 +232,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aiostream_kafka.group.*",
             "aiostream_kafka.producer.*",
             "aiostream_kafka.consumer.*",
+            "aiostream_kafka.share.*",  # share groups (KIP-932): membership, acks, config
             # the Admin client's calls, one module per area, over its plumbing
             "aiostream_kafka.admin.plumbing",
             "aiostream_kafka.admin.topics",
@@ -248,6 +249,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aiostream_kafka.producer.producer",
             "aiostream_kafka.consumer",
             "aiostream_kafka.consumer.consumer",
+            "aiostream_kafka.share",
+            "aiostream_kafka.share.consumer",
             "aiostream_kafka.admin",
             "aiostream_kafka.admin.client",
         ),

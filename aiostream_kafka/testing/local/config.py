@@ -263,6 +263,10 @@ def broker_properties(
         # consumer.session.timeout.ms low (the defaults stay 5 s and 45 s).
         "group.consumer.min.heartbeat.interval.ms": "100",
         "group.consumer.min.session.timeout.ms": "1000",
+        # Share groups (KIP-932): let a test set a group's share.heartbeat.interval.ms low
+        # and lock records for as little as a second (the defaults stay 5 s and 30 s).
+        "group.share.min.heartbeat.interval.ms": "100",
+        "group.share.min.record.lock.duration.ms": "1000",
         # Quick controlled shutdown and failure detection for fault tests.
         "controller.quorum.election.timeout.ms": "1000",
         "controller.quorum.fetch.timeout.ms": "2000",
