@@ -436,7 +436,8 @@ async def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_loses_nothing
     default): classic members of ours are replaced one by one by consumer-protocol members
     under continuous produce -- the first new member converts the group -- and then back,
     the last consumer-protocol member leaving converts it to classic again. Graceful
-    members throughout: nothing lost, nothing delivered twice."""
+    members throughout: nothing lost; delivered twice only what a classic member had not
+    committed when the conversion back fenced its generation."""
     bootstrap = kafka_cluster.bootstrap_servers
     topic = await new_topic(partitions=6)
     group = _group()
@@ -490,9 +491,18 @@ async def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_loses_nothing
     await c2.stop()
     await c3.stop()
     counts = Counter((t, p, o) for _, t, p, o in seen)
-    assert len(counts) == total
+    assert len(counts) == total  # nothing lost
+    # Delivered twice only where a classic member lost its partitions: converting the group
+    # back starts a classic rebalance under a new generation, so the classic members'
+    # heartbeats get ILLEGAL_GENERATION and what they processed since their last commit
+    # (committing() every 0.3 s here) comes again -- as with the Java client.
+    lost = {tp for m in (c0, c1, c2, c3) for tp in m.lost}
     duplicates = {k: n for k, n in counts.items() if n > 1}
-    assert not duplicates, f"{len(duplicates)} records delivered twice: {list(duplicates)[:5]}"
+    assert all(TopicPartition(t, p) in lost for t, p, _ in duplicates), (
+        f"{len(duplicates)} records delivered twice outside lost partitions: {list(duplicates)[:5]}"
+    )
+    for m in (n0, n1):
+        assert m.lost == []  # the consumer-protocol members never lost anything
 
 
 _KILLED_MEMBER = """
