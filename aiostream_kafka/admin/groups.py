@@ -186,25 +186,12 @@ class GroupCalls(OffsetCalls):
         """The names of the topics the members of ``group`` are assigned, by topic id: as
         the broker sent them, else from the cluster metadata (refreshed once when an id is
         not in it)."""
-        names: dict[uuid.UUID, str] = {}
-        unnamed: set[uuid.UUID] = set()
-        for m in group.members:
-            for a in (m.assignment, m.target_assignment):
-                for t in a.topic_partitions:
-                    if t.topic_name:
-                        names[t.topic_id] = t.topic_name
-                    else:
-                        unnamed.add(t.topic_id)
-        unnamed -= names.keys()
-        if unnamed:
-            snapshot = self.cluster.snapshot
-            if any(snapshot.topic_name(i) is None for i in unnamed):
-                snapshot = await self.cluster.refresh(all_topics=True)
-            for topic_id in unnamed:
-                name = snapshot.topic_name(topic_id)
-                if name is not None:
-                    names[topic_id] = name
-        return names
+        return await self.topic_names(
+            (t.topic_id, t.topic_name)
+            for m in group.members
+            for a in (m.assignment, m.target_assignment)
+            for t in a.topic_partitions
+        )
 
     async def _describe_classic_group(
         self, conn: BrokerConnection, node: int, group_id: str, new_protocol: bool

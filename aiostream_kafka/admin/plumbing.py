@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Collection
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import TypeVar
 
 from aiostream_kafka.cluster.cluster import Cluster
@@ -122,3 +123,27 @@ class AdminCore:
         node = await self.with_retries("find_coordinator", attempt)
         self.coordinators[group_id] = node
         return node
+
+    async def topic_names(
+        self, topics: Iterable[tuple[uuid.UUID, str | None]]
+    ) -> dict[uuid.UUID, str]:
+        """Names by topic id of ``(topic_id, name or None)`` pairs, as a group description
+        gives them: the name the broker sent, else the cluster metadata's (refreshed once
+        when an id is not in it). A topic deleted since is left out."""
+        names: dict[uuid.UUID, str] = {}
+        unnamed: set[uuid.UUID] = set()
+        for topic_id, name in topics:
+            if name:
+                names[topic_id] = name
+            else:
+                unnamed.add(topic_id)
+        unnamed -= names.keys()
+        if unnamed:
+            snapshot = self.cluster.snapshot
+            if any(snapshot.topic_name(i) is None for i in unnamed):
+                snapshot = await self.cluster.refresh(all_topics=True)
+            for topic_id in unnamed:
+                found = snapshot.topic_name(topic_id)
+                if found is not None:
+                    names[topic_id] = found
+        return names

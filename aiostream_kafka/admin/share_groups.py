@@ -112,24 +112,9 @@ class ShareGroupCalls(OffsetCalls):
         """The names of the topics assigned in ``group``, by topic id: as the broker sent
         them, else from the cluster metadata (refreshed once when an id is not in it; a
         topic deleted since is left out)."""
-        names: dict[uuid.UUID, str] = {}
-        unnamed: set[uuid.UUID] = set()
-        for m in group.members:
-            for t in m.assignment.topic_partitions:
-                if t.topic_name:
-                    names[t.topic_id] = t.topic_name
-                else:
-                    unnamed.add(t.topic_id)
-        unnamed -= names.keys()
-        if unnamed:
-            snapshot = self.cluster.snapshot
-            if any(snapshot.topic_name(i) is None for i in unnamed):
-                snapshot = await self.cluster.refresh(all_topics=True)
-            for topic_id in unnamed:
-                name = snapshot.topic_name(topic_id)
-                if name is not None:
-                    names[topic_id] = name
-        return names
+        return await self.topic_names(
+            (t.topic_id, t.topic_name) for m in group.members for t in m.assignment.topic_partitions
+        )
 
     async def list_share_group_offsets(
         self, group_id: str, partitions: Collection[TopicPartition] | None = None
