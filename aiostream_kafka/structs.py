@@ -137,13 +137,19 @@ class ShareRecord(Record):
     handed this record out (1 the first time; more after a release, a lock expiry or a
     member leaving with it acquired). KIP-932 archives it past the group's delivery limit.
 
+    ``lock_deadline``: when this member's acquisition lock on the record ends, on the
+    event loop's clock (``asyncio.get_running_loop().time()``, so
+    ``asyncio.timeout_at(record.lock_deadline)`` works); 0.0 when unknown. A consumer that
+    renews locks moves it later. Not part of equality.
+
     Defined here, beside :class:`Record`, because the compiled build compiles this module:
     a subclass of a compiled class must be compiled with it.
     """
 
-    __slots__ = ("delivery_count",)
+    __slots__ = ("delivery_count", "lock_deadline")
 
     delivery_count: int
+    lock_deadline: float
 
     def __init__(
         self,
@@ -157,12 +163,14 @@ class ShareRecord(Record):
         headers: list[Header],
         leader_epoch: int | None,
         delivery_count: int,
+        lock_deadline: float = 0.0,
     ) -> None:
         super().__init__(
             topic, partition, offset, timestamp_ms, timestamp_type, key, value, headers,
             leader_epoch,
         )  # fmt: skip
         self.delivery_count = delivery_count
+        self.lock_deadline = lock_deadline
 
     def _fields(self) -> tuple[Any, ...]:
         return (*super()._fields(), self.delivery_count)

@@ -11,11 +11,19 @@ broker can complete the range.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from aiostream_kafka.structs import Record, ShareRecord, TopicPartition
 
-__all__ = ["GAP_TYPE", "AckBatch", "PendingAcks", "ack_batches", "acquired_records"]
+__all__ = [
+    "GAP_TYPE",
+    "AckBatch",
+    "Demand",
+    "PendingAcks",
+    "ack_batches",
+    "acquired_records",
+]
 
 #: The wire's acknowledge type for offsets inside an acquired range that hold no record to
 #: hand out (control records, compacted-away offsets): acknowledged so the range completes.
@@ -26,11 +34,12 @@ AckBatch = tuple[int, int, list[int]]
 
 
 def acquired_records(
-    records: Sequence[Record], ranges: Iterable[tuple[int, int, int]]
+    records: Sequence[Record], ranges: Iterable[tuple[int, int, int]], lock_deadline: float = 0.0
 ) -> tuple[list[ShareRecord], list[int]]:
     """The records of ``records`` inside the acquired ``ranges`` ((first, last, delivery
-    count), inclusive) as :class:`ShareRecord`, in offset order, and the acquired offsets
-    that have no record (gaps). ``records`` are in offset order (a fetch's batches)."""
+    count), inclusive) as :class:`ShareRecord` (with ``lock_deadline``), in offset order,
+    and the acquired offsets that have no record (gaps). ``records`` are in offset order
+    (a fetch's batches)."""
     by_offset = {r.offset: r for r in records}
     out: list[ShareRecord] = []
     gaps: list[int] = []
@@ -45,7 +54,7 @@ def acquired_records(
             out.append(
                 ShareRecord(
                     r.topic, r.partition, r.offset, r.timestamp_ms, r.timestamp_type, r.key,
-                    r.value, r.headers, r.leader_epoch, count,
+                    r.value, r.headers, r.leader_epoch, count, lock_deadline,
                 )
             )  # fmt: skip
     return out, gaps
@@ -92,3 +101,59 @@ class PendingAcks:
 
     def __len__(self) -> int:
         return sum(len(a) for parts in self._by_node.values() for a in parts.values())
+
+
+class Demand:
+    """How many records to keep acquired and not handed out yet: what the application
+    takes in a quarter of the lock duration, between 1 and ``maximum``.
+
+    Every record held waiting is a lock another member could be serving, and a record
+    that waits longer than its lock is delivered again (its delivery count spent). So the
+    target follows the application: it doubles whenever the application found nothing
+    to take although the last fetch brought all it asked for (the application, not the
+    supply, is the faster; not on its first record), and after a window of ``window_s`` in which
+    records were always waiting it becomes the measured take rate times a quarter of the
+    lock duration. Sans-IO: the caller passes the loop's time.
+    """
+
+    def __init__(self, maximum: int, *, initial: int = 32, window_s: float = 1.0) -> None:
+        self.maximum = maximum
+        self.target = max(1, min(maximum, initial))
+        self.window_s = window_s
+        self._start: float | None = None
+        self._taken = 0
+        self._starved = False
+        self._first = True
+        self._supply_full = False  # the last fetch brought all it asked for
+
+    def fetched(self, asked: int, got: int) -> None:
+        """A fetch asked for ``asked`` records and acquired ``got``."""
+        self._supply_full = got >= asked
+
+    def took(self, now: float, *, waited: bool, lock_s: float) -> None:
+        """The application took one record at ``now``; ``waited``: it found none held
+        and waited for the fetch. ``lock_s``: the group's lock duration."""
+        if waited and not self._first:
+            self._starved = True
+            if self._supply_full:
+                self.target = min(self.maximum, self.target * 2)
+        self._first = False
+        self._taken += 1
+        if self._start is None:
+            self._start = now
+            return
+        elapsed = now - self._start
+        if elapsed < self.window_s:
+            return
+        if not self._starved:
+            rate = self._taken / elapsed
+            self.target = max(1, min(self.maximum, math.ceil(rate * lock_s / 4)))
+        self._start, self._taken, self._starved = now, 0, False
+
+    def room(self, held: int) -> int:
+        """Records to ask for now, given ``held`` (buffered plus asked in flight): the
+        rest of the target once at most half of it is held (no trickle of one-record
+        fetches), else 0."""
+        if held * 2 > self.target:
+            return 0
+        return self.target - held

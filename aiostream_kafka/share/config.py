@@ -21,6 +21,7 @@ class ShareConsumerConfig:
     acknowledgement_mode: str = "implicit"
     max_prefetch_records: int = 500
     max_prefetch_bytes: int = 16 * 1024 * 1024
+    auto_renew_locks: bool = True
     fetch_max_wait_ms: int = 500
     fetch_max_bytes: int = 52_428_800
     check_crcs: bool = True
@@ -40,6 +41,8 @@ class ShareConsumerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.auto_renew_locks, bool):
+            raise ConfigError(f"auto_renew_locks must be a bool, got {self.auto_renew_locks!r}")
         wait = self.fetch_max_wait_ms
         if isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
             raise ConfigError(f"fetch_max_wait_ms must be an int >= 0, got {wait!r}")

@@ -7,6 +7,8 @@
         async for record in sc:       # accepted when the loop asks for the next one
             await handle(record)
 
+    await sc.process(handle, concurrency=16, max_failures=3)   # or: handlers at once
+
 Members of one share group take the records of the same partitions cooperatively: the
 partition leader hands each record to one member under a time lock, and archives it once
 that member acknowledges it (ACCEPT, or REJECT), or delivers it again after a RELEASE, a
@@ -16,24 +18,34 @@ The parts, all owned by the consumer's :class:`~aiostream_kafka.concurrency.Task
 
 * **membership** (``membership.py``): ShareGroupHeartbeat in its own task; the assignment
   says which partitions to fetch from (several members may share one).
-* **the fetch loop** (one task): while the prefetch buffer has room (``max_prefetch_records``
-  and ``max_prefetch_bytes``), one ShareFetch per partition leader, inside that leader's
-  share session (epoch 0 opens it, each request increments it, -1 closes it), asking for
-  at most the room left (``share_acquire_mode`` record_limit, KIP-1206, so the broker does
-  not round up to whole batches). Pending acknowledgements ride on these requests. While
-  the buffer is full it sends only acknowledgements (ShareAcknowledge): a slow application
-  holds no more locks than the bound.
-* **the iterator** hands out only records inside acquired ranges (``acks.py``). In implicit
-  mode a record is accepted when the loop asks for the next one; a loop that ends on the
-  record instead (its body raised, or ``break``) releases it: it is delivered again, never
-  silently accepted.
+* **the fetch loop** (one task) runs one request at a time per partition leader, each in
+  that leader's share session (epoch 0 opens it, each request increments it, -1 closes
+  it), and never waits for one leader to answer before asking another. It acquires only
+  as many records as the application takes in a quarter of the lock duration
+  (:class:`~aiostream_kafka.share.acks.Demand`, at most ``max_prefetch_records`` /
+  ``max_prefetch_bytes``), asking in ``share_acquire_mode`` record_limit (KIP-1206) so the
+  broker does not round up to whole batches: a slow member holds few locks that a fast
+  one could serve. Pending acknowledgements ride on the ShareFetch requests; with no
+  room, or with renewals due, they go alone (ShareAcknowledge).
+* **the renewer** (one task): a record handed out and not acknowledged whose lock is half
+  spent is renewed (RENEW, KIP-1222) where the broker allows it, so a slow handler keeps
+  its record; ``record.lock_deadline`` moves with each renewal.
+* **the iterator** hands out only records inside acquired ranges (``acks.py``) whose lock
+  has not ended. In implicit mode a record is accepted when the loop asks for the next
+  one; a loop that ends on the record instead (its body raised, or ``break``) releases it:
+  it is delivered again, never silently accepted. :meth:`ShareConsumer.process` runs
+  handlers concurrently and settles each record by how its handler ended.
 
 Acknowledgements belong to the share session that acquired the records. When a session is
-lost (the connection dropped, the broker answered SHARE_SESSION_NOT_FOUND or
-INVALID_SHARE_SESSION_EPOCH) the broker has released its records already: the consumer
-drops those still buffered, and acknowledgements for them are reported (logged, and raised
-by the next :meth:`ShareConsumer.commit` as :class:`ShareAcknowledgeError`), never dropped
-silently.
+lost (the connection dropped, the leader moved, the broker answered
+SHARE_SESSION_NOT_FOUND or INVALID_SHARE_SESSION_EPOCH) the broker has released its
+records (a new leader loads them as available): the consumer drops those still buffered
+and reports the acknowledgements that did not reach a live session (logged, and raised by
+the next :meth:`ShareConsumer.commit` as :class:`ShareAcknowledgeError`). It also keeps
+them (ACCEPT and REJECT, bounded): when a record this member finished comes back to it,
+from any leader, it is settled at once as before and not handed out again; a record
+still being processed when its session was lost is bound to the new session when it
+comes back, not handed out twice.
 """
 
 from __future__ import annotations
@@ -42,9 +54,10 @@ import asyncio
 import contextlib
 import dataclasses
 import difflib
+import functools
 import logging
-from collections import deque
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -56,6 +69,7 @@ from aiostream_kafka.concurrency import (
     Crash,
     TaskScope,
     gather_all,
+    retrieve,
     shared_task,
     shielded,
 )
@@ -74,7 +88,7 @@ from aiostream_kafka.retry import Backoff
 from aiostream_kafka.serde import Deserializer
 from aiostream_kafka.structs import Record, ShareRecord, TopicPartition
 
-from .acks import GAP_TYPE, PendingAcks, ack_batches, acquired_records
+from .acks import GAP_TYPE, Demand, PendingAcks, ack_batches, acquired_records
 from .config import ShareConsumerConfig
 from .membership import ShareMembership
 from .types import AcknowledgeType, ShareAcknowledgeError
@@ -89,6 +103,13 @@ _SESSION_LOST = (122, 123)  # SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPO
 _STALE_METADATA = (3, 6, 74, 100)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER, FENCED_EPOCH, ID
 _CLIENT_OPTIONS = tuple(f.name for f in dataclasses.fields(ClientConfig) if f.init)
 _RECORD_LIMIT = 1  # share_acquire_mode record_limit (KIP-1206, ShareFetch v2)
+_RENEW = int(AcknowledgeType.RENEW)
+_FINAL = (int(AcknowledgeType.ACCEPT), int(AcknowledgeType.REJECT))
+_DEFAULT_LOCK_S = 30.0  # the broker's default, until its first answer says
+_UNCONFIRMED_MAX = 100_000  # settlements kept for records that may come back
+
+Key = tuple[TopicPartition, int]
+Handler = Callable[[ShareRecord], Awaitable[object]]
 
 
 def _next_epoch(epoch: int) -> int:
@@ -102,7 +123,7 @@ class _Session:
     node: int
     epoch: int = 0  # 0: none open (the next ShareFetch opens one)
     partitions: set[TopicPartition] = field(default_factory=set)
-    generation: int = 0  # bumped when the session is lost: its buffered records are void
+    generation: int = 0  # bumped when the session is lost: its records are void
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -116,12 +137,22 @@ class _Held:
     size: int
 
 
+@dataclass(slots=True)
+class _Out:
+    """A record handed out and not acknowledged yet, and the session that holds it."""
+
+    record: ShareRecord
+    node: int
+    generation: int
+
+
 class ShareConsumer:
     """A member of share group ``group_id`` (KIP-932, Kafka 4.2+).
 
     Use as ``async with ShareConsumer(bootstrap_servers=..., group_id=...) as sc``, then
     :meth:`subscribe` and ``async for record in sc`` (:class:`ShareRecord`: the
-    :class:`Record` fields plus ``delivery_count``).
+    :class:`Record` fields plus ``delivery_count`` and ``lock_deadline``), or
+    :meth:`process` to run a handler on many records at once.
 
     Options: every client option of :class:`~aiostream_kafka.Consumer` (``client_id``,
     ``request_timeout_ms``, security, ...) and
@@ -131,8 +162,13 @@ class ShareConsumer:
       body, ``break``); ``"explicit"``: :meth:`acknowledge` each record (one left
       unacknowledged is released at close, or by the broker when its lock expires).
     * ``max_prefetch_records`` (500) and ``max_prefetch_bytes`` (16 MiB, keys and values):
-      the bound on records acquired and not handed out yet. Records are acquired only
-      while it has room, so a slow member holds few locks.
+      the most records acquired and not handed out yet. Within it the consumer holds
+      what the application takes in a quarter of the lock duration, so a slow member
+      holds few locks.
+    * ``auto_renew_locks`` (True): renew the lock of a record handed out and not
+      acknowledged once half of it is spent (RENEW, KIP-1222; where the broker allows
+      it), so a slow handler keeps its record. False: a record not acknowledged within
+      the lock is delivered again (to any member), as with the Java client.
     * ``fetch_max_wait_ms`` (500): how long a ShareFetch waits for records.
     * ``fetch_max_bytes`` (50 MiB), ``check_crcs`` (True), ``client_rack`` (None),
       ``key_deserializer`` / ``value_deserializer`` (None: bytes).
@@ -149,6 +185,7 @@ class ShareConsumer:
         acknowledgement_mode: str = "implicit",
         max_prefetch_records: int = 500,
         max_prefetch_bytes: int = 16 * 1024 * 1024,
+        auto_renew_locks: bool = True,
         fetch_max_wait_ms: int = 500,
         fetch_max_bytes: int = 52_428_800,
         check_crcs: bool = True,
@@ -166,6 +203,7 @@ class ShareConsumer:
             acknowledgement_mode=acknowledgement_mode,
             max_prefetch_records=max_prefetch_records,
             max_prefetch_bytes=max_prefetch_bytes,
+            auto_renew_locks=auto_renew_locks,
             fetch_max_wait_ms=fetch_max_wait_ms,
             fetch_max_bytes=fetch_max_bytes,
             check_crcs=check_crcs,
@@ -182,32 +220,47 @@ class ShareConsumer:
         self._sessions: dict[int, _Session] = {}
         self._buffer: deque[_Held] = deque()
         self._buffer_bytes = 0
-        # Handed out and not acknowledged yet: (partition, offset) -> the acquiring broker.
-        self._delivered: dict[tuple[TopicPartition, int], int] = {}
+        self._asked = 0  # records asked for by ShareFetch requests in flight
+        self._demand = Demand(max_prefetch_records)
+        self._lock_s = _DEFAULT_LOCK_S
+        # Handed out and not acknowledged yet, with the session holding each.
+        self._delivered: dict[Key, _Out] = {}
         self._pending = PendingAcks()
+        self._renews = PendingAcks()  # RENEW acknowledgements due (sent apart)
+        self._renewing: set[Key] = set()
+        # ACCEPT / REJECT made for records whose session was lost before the broker
+        # confirmed them: applied at once if the record comes back to this member.
+        self._unconfirmed: OrderedDict[Key, int] = OrderedDict()
         # Acknowledgement failures since the last commit(), which raises them.
         self._ack_errors: dict[TopicPartition, KafkaError] = {}
         self._fatal: KafkaError | None = None
         self._started = False
-        self._stopping = False  # the fetch loop ends after its current round
+        self._stopping = False  # the fetch loop ends after its current requests
         self._closed = False
+        self._handlers: set[asyncio.Task[None]] = set()  # process()'s, running
         self._close_task: asyncio.Future[None] | None = None
         self._wake = asyncio.Event()  # the fetch loop: room, acknowledgements, assignment
-        self._ready = asyncio.Event()  # the iterators: records, close, a fatal error
+        self._ready = asyncio.Event()  # the takers: records, close, a fatal error
         self._loop_done = asyncio.Event()
         self._loop_started = False
         self._refresh_metadata = False
         self._acquire_mode_ok = True
-        # Counters (tests and health): records acquired, handed out; fetches; acks sent.
+        self._renew_ok = auto_renew_locks
+        # Counters (tests and health).
         self.records_acquired = 0
         self.records_delivered = 0
+        self.records_expired = 0  # dropped from the buffer: their lock ended first
+        self.records_resettled = 0  # came back after a lost session, settled from memory
+        self.locks_renewed = 0
         self.fetches = 0
         self.acknowledgements_sent = 0
+        self.handler_failures = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Fetch the cluster metadata and start the membership and the fetch loop.
+        """Fetch the cluster metadata and start the membership, the fetch loop and the
+        lock renewer.
 
         Raises:
             BootstrapError: no bootstrap broker answered.
@@ -219,10 +272,9 @@ class ShareConsumer:
         await self._cluster.bootstrap()
         self._membership.start()
         self._loop_started = True
-        self._scope.spawn(
-            self._fetch_loop, name=f"share consumer {self.config.group_id} fetch",
-            crash=Crash.FAIL_OWNER,
-        )  # fmt: skip
+        name = f"share consumer {self.config.group_id}"
+        self._scope.spawn(self._fetch_loop, name=f"{name} fetch", crash=Crash.FAIL_OWNER)
+        self._scope.spawn(self._renew_loop, name=f"{name} renewer", crash=Crash.FAIL_OWNER)
 
     def subscribe(self, topics: Collection[str]) -> None:
         """Take records of ``topics`` (replacing any earlier subscription).
@@ -271,7 +323,9 @@ class ShareConsumer:
                 self._stopping = True
                 self._wake.set()
                 if self._loop_started:
-                    await self._loop_done.wait()  # the request in flight is answered first
+                    await self._loop_done.wait()  # the requests in flight are answered first
+                if self._handlers:  # process()'s handlers running finish first
+                    await asyncio.wait(set(self._handlers))
                 self._release_everything()
                 nodes = {n for n, s in self._sessions.items() if s.epoch > 0}
                 nodes |= self._pending.nodes()
@@ -310,32 +364,62 @@ class ShareConsumer:
 
     def acknowledge(self, record: Record, type: AcknowledgeType = AcknowledgeType.ACCEPT) -> None:
         """Acknowledge ``record`` (handed out by this consumer, not acknowledged yet) as
-        ``type``: ACCEPT (done), RELEASE (deliver it again) or REJECT (never again). Sent
-        with the next request to its leader, or by :meth:`commit`. Also usable in
-        implicit mode, for the record the loop is on (then not accepted implicitly).
+        ``type``: ACCEPT (done), RELEASE (deliver it again), REJECT (never again) or RENEW
+        (keep the lock longer: ``record.lock_deadline`` moves when the broker confirms;
+        the record stays to be acknowledged). Sent with the next request to its leader,
+        or by :meth:`commit`. Also usable in implicit mode, for the record the loop is on
+        (then not accepted implicitly).
 
         Raises:
             ValueError: the record was not handed out by this consumer or is acknowledged
-                already, or ``type`` is RENEW (not supported yet).
+                already; RENEW where the broker or the group does not allow it.
         """
         kind = AcknowledgeType(type)
-        if kind is AcknowledgeType.RENEW:
-            raise ValueError("AcknowledgeType.RENEW is not supported by this version yet")
         key = (TopicPartition(record.topic, record.partition), record.offset)
-        node = self._delivered.pop(key, None)
-        if node is None:
+        out = self._delivered.get(key)
+        if out is None:
             raise ValueError(
                 f"{record.topic}[{record.partition}] offset {record.offset} is not a record "
                 "this share consumer handed out, or it is acknowledged already"
             )
-        self._pending.add(node, key[0], key[1], int(kind))
-        self._wake.set()
+        if kind is AcknowledgeType.RENEW:
+            if not self._renew_ok and not self.config.auto_renew_locks:
+                self._renew_ok = True  # asked for explicitly: try it
+            if not self._renew_ok:
+                raise ValueError(
+                    "RENEW is not available: the broker refused it (ShareAcknowledge v2 and "
+                    "the group config share.renew.acknowledge.enable=true are needed)"
+                )
+            self._queue_renew(key, out)
+            return
+        self._settle(key, kind)
 
-    def _settle(self, key: tuple[TopicPartition, int], kind: AcknowledgeType) -> None:
-        node = self._delivered.pop(key, None)
-        if node is not None:  # not acknowledged explicitly meanwhile
-            self._pending.add(node, key[0], key[1], int(kind))
+    def _settle(self, key: Key, kind: AcknowledgeType) -> None:
+        out = self._delivered.pop(key, None)
+        if out is None:
+            return  # acknowledged explicitly meanwhile
+        self._renewing.discard(key)
+        if self._live(out.node, out.generation):
+            self._pending.add(out.node, key[0], key[1], int(kind))
             self._wake.set()
+            return
+        # Its session was lost: the broker released the record (a RELEASE has nothing
+        # left to do); keep an ACCEPT / REJECT in case the record comes back to this
+        # member, and report it meanwhile.
+        if int(kind) in _FINAL:
+            self._remember({key[0]: {key[1]: int(kind)}})
+            self._report(key[0], _session_lost(out.node, "before the acknowledgement"), 1)
+
+    def _live(self, node: int, generation: int) -> bool:
+        session = self._sessions.get(node)
+        return session is not None and session.generation == generation
+
+    def _queue_renew(self, key: Key, out: _Out) -> None:
+        if key in self._renewing or not self._live(out.node, out.generation):
+            return
+        self._renewing.add(key)
+        self._renews.add(out.node, key[0], key[1], _RENEW)
+        self._wake.set()
 
     async def commit(self) -> None:
         """Send every pending acknowledgement now and wait for the brokers' answers
@@ -362,22 +446,32 @@ class ShareConsumer:
                     self.config.group_id, count, tp.topic, tp.partition, error)  # fmt: skip
         self._ack_errors[tp] = error
 
-    def _lost(self, acks: dict[TopicPartition, dict[int, int]], node: int, why: str) -> None:
+    def _remember(self, acks: dict[TopicPartition, dict[int, int]]) -> None:
+        """Keep the ACCEPT / REJECT of ``acks`` (not confirmed by a live session) for
+        records that may come back to this member (bounded: the oldest go first)."""
         for tp, offsets in acks.items():
-            error = NetworkError(
-                f"the share session with broker {node} was lost ({why}); the broker released "
-                "these records and delivers them again"
-            )
-            error.retriable = True
-            self._report(tp, error, len(offsets))
+            for offset, kind in offsets.items():
+                if kind in _FINAL:
+                    self._unconfirmed[(tp, offset)] = kind
+                    self._unconfirmed.move_to_end((tp, offset))
+        while len(self._unconfirmed) > _UNCONFIRMED_MAX:
+            self._unconfirmed.popitem(last=False)
+
+    def _lost(self, acks: dict[TopicPartition, dict[int, int]], node: int, why: str) -> None:
+        """``acks`` did not reach (or were not confirmed by) ``node``'s session, which is
+        gone: reported, and kept for the records' return."""
+        self._remember(acks)
+        for tp, offsets in acks.items():
+            counted = sum(1 for k in offsets.values() if k != _RENEW)
+            if counted:
+                self._report(tp, _session_lost(node, why), counted)
 
     def _release_everything(self) -> None:
         """RELEASE what was acquired and not handed out, and what was handed out and not
         acknowledged (the loop did not finish it): delivered again, never accepted."""
         while self._buffer:
             held = self._buffer.popleft()
-            session = self._sessions.get(held.node)
-            if session is not None and session.generation == held.generation:
+            if self._live(held.node, held.generation):
                 r = held.record
                 tp = TopicPartition(r.topic, r.partition)
                 self._pending.add(held.node, tp, r.offset, int(AcknowledgeType.RELEASE))
@@ -385,82 +479,149 @@ class ShareConsumer:
         for key in list(self._delivered):
             self._settle(key, AcknowledgeType.RELEASE)
 
-    async def _acknowledge(self, node: int, *, final: bool) -> None:
-        """ShareAcknowledge to ``node`` with what is pending for it (``final``: closing
-        the session, epoch -1). Errors are reported, not raised."""
+    async def _acknowledge(self, node: int, *, final: bool) -> bool:
+        """ShareAcknowledge to ``node`` with what is pending for it, renewals included
+        (``final``: closing the session, epoch -1). Errors are reported, not raised;
+        returns False after a network or broker error (the caller backs off)."""
         session = self._session(node)
         async with session.lock:
-            acks = self._pending.take(node)
-            if session.epoch == 0:
-                if acks:
-                    self._lost(acks, node, "no share session open")
-                return
-            if not acks and not final:
-                return
-            epoch = _CLOSE_SESSION if final else session.epoch
-            ids = self._topic_ids()
-            topics: dict[str, list[ShareAcknowledgeRequest.AcknowledgePartition]] = {}
-            for tp, offsets in sorted(acks.items()):
-                topics.setdefault(tp.topic, []).append(
-                    ShareAcknowledgeRequest.AcknowledgePartition(
-                        partition_index=tp.partition,
-                        acknowledgement_batches=[
-                            ShareAcknowledgeRequest.AcknowledgementBatch(
-                                first_offset=f, last_offset=last, acknowledge_types=k
-                            )
-                            for f, last, k in ack_batches(offsets)
-                        ],
-                    )
+            renews = self._renews.take(node)
+            acks = _merged(renews, self._pending.take(node))
+            renewed = {(tp, o) for tp, offs in acks.items() for o, k in offs.items() if k == _RENEW}
+            try:
+                if session.epoch == 0:
+                    if acks:
+                        self._lost(acks, node, "no share session open")
+                    return True
+                if not acks and not final:
+                    return True
+                return await self._send_acks(node, session, acks, renewed, final=final)
+            finally:
+                self._renewing -= renewed
+
+    async def _send_acks(
+        self,
+        node: int,
+        session: _Session,
+        acks: dict[TopicPartition, dict[int, int]],
+        renewed: set[Key],
+        *,
+        final: bool,
+    ) -> bool:
+        epoch = _CLOSE_SESSION if final else session.epoch
+        ids = self._topic_ids()
+        topics: dict[str, list[ShareAcknowledgeRequest.AcknowledgePartition]] = {}
+        for tp, offsets in sorted(acks.items()):
+            if tp.topic not in ids:
+                self._report(tp, KafkaError(f"topic {tp.topic!r} has no known id"), len(offsets))
+                continue
+            topics.setdefault(tp.topic, []).append(
+                ShareAcknowledgeRequest.AcknowledgePartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=_ack_batches(ShareAcknowledgeRequest, offsets),
                 )
-            missing = [t for t in topics if t not in ids]
-            for missing_topic in missing:
-                for tp in [tp for tp in acks if tp.topic == missing_topic]:
-                    self._report(tp, KafkaError(f"topic {missing_topic!r} has no known id"), 1)
+            )
+        loop = asyncio.get_running_loop()
+        try:
+            conn = await self._cluster.connection(node, Lane.FETCH)
+            version = conn.version_for(ShareAcknowledgeRequest)
+            if renewed and version < 2:
+                self._renew_unavailable(f"broker {node} has ShareAcknowledge v{version} only")
+                acks = _without_renewals(acks)
+                renewed = set()
             request = ShareAcknowledgeRequest(
                 group_id=self.config.group_id,
                 member_id=self._membership.member_id,
                 share_session_epoch=epoch,
+                is_renew_ack=bool(renewed),
                 topics=[
                     ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=ids[t], partitions=p)
                     for t, p in topics.items()
-                    if t in ids
                 ],
             )
-            try:
-                conn = await self._cluster.connection(node, Lane.FETCH)
-                response = await conn.request(request)
-            except (NetworkError, KafkaTimeoutError) as exc:
-                self._reset(session, f"ShareAcknowledge failed: {exc}")
-                self._lost(acks, node, str(exc))
-                return
-            assert isinstance(response, ShareAcknowledgeResponse)
-            count = sum(len(a) for a in acks.values())
-            log.debug("share group %s: ShareAcknowledge to %d epoch %d: %d acks -> %d",
-                      self.config.group_id, node, epoch, count, response.error_code)  # fmt: skip
-            if response.error_code:
-                error = broker_error(
-                    response.error_code, f"ShareAcknowledge to broker {node}",
-                    response.error_message,
-                )  # fmt: skip
-                self._reset(session, str(error))
-                for tp, offsets in acks.items():
-                    self._report(tp, error, len(offsets))
-                return
-            self.acknowledgements_sent += count
-            if final:
-                self._reset(session, None)
-            else:
-                session.epoch = _next_epoch(session.epoch)
-            names = {v: k for k, v in ids.items()}
-            for answer in response.responses:
-                answered = names.get(answer.topic_id)
-                for part in answer.partitions:
-                    if part.error_code and answered is not None:
-                        tp = TopicPartition(answered, part.partition_index)
-                        err = broker_error(part.error_code, "acknowledge", part.error_message)
-                        self._report(tp, err, len(acks.get(tp, ())))
-                        if part.error_code in _STALE_METADATA:
-                            self._refresh_metadata = True
+            sent_at = loop.time()
+            response = await conn.request(request, version=version)
+        except (NetworkError, KafkaTimeoutError) as exc:
+            self._reset(session, f"ShareAcknowledge failed: {exc}")
+            self._lost(acks, node, str(exc))
+            self._refresh_metadata = True
+            return False
+        assert isinstance(response, ShareAcknowledgeResponse)
+        count = sum(1 for offs in acks.values() for k in offs.values() if k != _RENEW)
+        log.debug("share group %s: ShareAcknowledge to %d epoch %d: %d acks, %d renewals -> %d",
+                  self.config.group_id, node, epoch, count, len(renewed),
+                  response.error_code)  # fmt: skip
+        if response.error_code:
+            error = broker_error(
+                response.error_code, f"ShareAcknowledge to broker {node}", response.error_message
+            )
+            self._reset(session, str(error))
+            self._lost(acks, node, str(error))
+            if renewed and response.error_code == 42:  # INVALID_REQUEST
+                self._renew_unavailable(str(error))
+            return False
+        self.acknowledgements_sent += count
+        if final:
+            self._reset(session, None)
+        else:
+            session.epoch = _next_epoch(session.epoch)
+        failed = self._partition_errors(response.responses, ids, acks, node)
+        if renewed:
+            lock_ms = response.acquisition_lock_timeout_ms
+            deadline = sent_at + (lock_ms / 1000 if lock_ms > 0 else self._lock_s)
+            for key in renewed:
+                out = self._delivered.get(key)
+                if key[0] in failed or out is None or out.node != node:
+                    continue
+                out.record.lock_deadline = deadline
+                self.locks_renewed += 1
+        return True
+
+    def _partition_errors(
+        self,
+        responses: Sequence[Any],
+        ids: dict[str, Any],
+        acks: dict[TopicPartition, dict[int, int]],
+        node: int,
+    ) -> set[TopicPartition]:
+        """Report (and keep for the records' return) the acknowledgements of the
+        partitions a ShareFetch / ShareAcknowledge answer refused; returns those."""
+        names = {v: k for k, v in ids.items()}
+        failed: set[TopicPartition] = set()
+        for answer in responses:
+            name = names.get(answer.topic_id)
+            if name is None:
+                continue
+            for part in answer.partitions:
+                code = getattr(part, "acknowledge_error_code", None)
+                if code is None:
+                    code = part.error_code
+                if not code:
+                    continue
+                tp = TopicPartition(name, part.partition_index)
+                if tp not in acks:
+                    continue
+                failed.add(tp)
+                message = getattr(part, "acknowledge_error_message", None) or part.error_message
+                error = broker_error(code, f"acknowledge to broker {node}", message)
+                offsets = acks[tp]
+                self._remember({tp: offsets})
+                counted = sum(1 for k in offsets.values() if k != _RENEW)
+                if counted:
+                    self._report(tp, error, counted)
+                else:
+                    log.warning("share group %s: lock renewal for %s[%d] refused: %s",
+                                self.config.group_id, tp.topic, tp.partition, error)  # fmt: skip
+                if code in _STALE_METADATA:
+                    self._refresh_metadata = True
+        return failed
+
+    def _renew_unavailable(self, why: str) -> None:
+        if self._renew_ok:
+            log.warning("share group %s: locks cannot be renewed (%s); records not "
+                        "acknowledged within the lock are delivered again",
+                        self.config.group_id, why)  # fmt: skip
+        self._renew_ok = False
 
     # -- sessions and fetching ----------------------------------------------------------------
 
@@ -483,8 +644,9 @@ class ShareConsumer:
         if len(kept) != len(self._buffer):
             self._buffer = kept
             self._buffer_bytes = sum(h.size for h in kept)
-        # Records handed out and not acknowledged stay in _delivered: their
-        # acknowledgements, once made, are reported as lost (the broker released them).
+        # Records handed out and not acknowledged stay in _delivered: an ACCEPT / REJECT
+        # of one is kept for its return (it is bound to the new session if it comes back
+        # while still being processed).
 
     def _topic_ids(self) -> dict[str, Any]:
         return {name: t.topic_id for name, t in self._cluster.snapshot.topics.items()}
@@ -498,7 +660,7 @@ class ShareConsumer:
 
     async def _crashed(self, exc: Exception) -> None:
         error = exc if isinstance(exc, KafkaError) else KafkaError(
-            f"share consumer {self.config.group_id!r}: the fetch loop failed: {exc!r}")  # fmt: skip
+            f"share consumer {self.config.group_id!r}: a task failed: {exc!r}")  # fmt: skip
         if error is not exc:
             error.__cause__ = exc
         log.error("share consumer %s stops: %s", self.config.group_id, error)
@@ -507,41 +669,105 @@ class ShareConsumer:
         self._ready.set()
 
     async def _fetch_loop(self) -> None:
-        backoff = Backoff.of(self.client_config)
+        """One request at a time per partition leader, none waiting for another leader:
+        ShareFetch while the demand leaves room, ShareAcknowledge for acknowledgements
+        (and renewals) that cannot ride on a fetch."""
+        loop = asyncio.get_running_loop()
+        inflight: dict[int, asyncio.Task[bool]] = {}
+        retry_at: dict[int, float] = {}
+        backoffs: dict[int, Backoff] = {}
+        metadata_backoff = Backoff.of(self.client_config)
         try:
             while not self._stopping and self._fatal is None:
                 self._wake.clear()
-                room = self.config.max_prefetch_records - len(self._buffer)
-                room_bytes = self.config.max_prefetch_bytes - self._buffer_bytes
                 assigned = self._membership.assignment
-                ok = True
-                if assigned and room > 0 and room_bytes > 0:
-                    plan = await self._plan(assigned)
-                    if plan:
-                        share = max(1, room // len(plan))
-                        results = await gather_all(
-                            *(self._fetch(n, tps, share, room_bytes) for n, tps in plan.items())
-                        )
-                        ok = all(results)
-                        # Leaders with nothing to fetch any more still get their acks.
-                        rest = self._pending.nodes() - set(plan)
-                        await gather_all(*(self._acknowledge(n, final=False) for n in rest))
-                        if ok:
-                            backoff.reset()
-                            continue
-                elif self._pending.nodes():
-                    await gather_all(
-                        *(self._acknowledge(n, final=False) for n in self._pending.nodes())
-                    )
-                    continue
-                # Wait for room, acknowledgements or an assignment; after an error, or while
-                # no leader is known (the metadata is refreshed), no longer than a back-off.
-                delay = backoff.next_delay() if not ok or (assigned and room > 0) else None
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay):
-                        await self._wake.wait()
+                plan = await self._plan(assigned) if assigned else {}
+                now = loop.time()
+                ready = [n for n in sorted(plan) if n not in inflight and retry_at.get(n, 0) <= now]
+                renewing = self._renews.nodes()
+                room = 0
+                if self._buffer_bytes < self.config.max_prefetch_bytes:
+                    room = self._demand.room(len(self._buffer) + self._asked)
+                fetching = [n for n in ready if n not in renewing] if room > 0 else []
+                for n in fetching:
+                    share = max(1, room // len(fetching))
+                    room_bytes = self.config.max_prefetch_bytes - self._buffer_bytes
+                    task = loop.create_task(
+                        self._fetch(n, plan[n], share, room_bytes),
+                        name=f"share consumer {self.config.group_id} ShareFetch {n}",
+                    )  # fmt: skip
+                    self._asked += share
+                    task.add_done_callback(functools.partial(self._unask, share))
+                    inflight[n] = task
+                for n in sorted((self._pending.nodes() | renewing) - set(inflight)):
+                    if retry_at.get(n, 0) <= now:
+                        inflight[n] = loop.create_task(
+                            self._acknowledge(n, final=False),
+                            name=f"share consumer {self.config.group_id} ShareAcknowledge {n}",
+                        )  # fmt: skip
+                unplanned = sum(len(tps) for tps in plan.values()) < len(assigned)
+                delay: float | None = None
+                if unplanned:  # some leader unknown: look again after a back-off
+                    delay = metadata_backoff.next_delay()
+                else:
+                    metadata_backoff.reset()
+                waits = [t - now for n, t in retry_at.items() if n not in inflight and t > now]
+                if waits:
+                    delay = min([*waits, *([] if delay is None else [delay])])
+                await self._wait(inflight, delay)
+                for n, task in list(inflight.items()):
+                    if not task.done():
+                        continue
+                    del inflight[n]
+                    backoff = backoffs.setdefault(n, Backoff.of(self.client_config))
+                    if task.result():
+                        backoff.reset()
+                        retry_at.pop(n, None)
+                    else:
+                        retry_at[n] = loop.time() + backoff.next_delay()
+        except BaseException:
+            for task in inflight.values():
+                task.cancel()
+            raise
         finally:
+            # The requests in flight are answered first (each is bounded by its timeout);
+            # after a cancellation they were cancelled above and end at once.
+            if inflight:
+                await asyncio.wait(inflight.values())
+            for task in inflight.values():
+                retrieve(task, f"share consumer {self.config.group_id}: a request")
             self._loop_done.set()
+
+    def _unask(self, count: int, _task: asyncio.Task[bool]) -> None:
+        self._asked -= count
+
+    async def _wait(self, inflight: dict[int, asyncio.Task[bool]], delay: float | None) -> None:
+        """Until a request in flight ends, the loop is woken, or ``delay`` passes."""
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait(
+                [waker, *inflight.values()], timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            waker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waker
+
+    async def _renew_loop(self) -> None:
+        """Queue a RENEW for each record handed out and not acknowledged whose lock is
+        half spent (or within a fetch wait and a second of its end)."""
+        loop = asyncio.get_running_loop()
+        fetch_wait_s = self.config.fetch_max_wait_ms / 1000
+        while not self._stopping:
+            if self._renew_ok and self._delivered:
+                lock_s = self._lock_s
+                margin = min(0.9 * lock_s, max(lock_s / 2, fetch_wait_s + 1.0))
+                now = loop.time()
+                for key, out in list(self._delivered.items()):
+                    deadline = out.record.lock_deadline
+                    if deadline and deadline - now < margin:
+                        self._queue_renew(key, out)
+            await asyncio.sleep(min(1.0, self._lock_s / 8))
 
     async def _plan(self, assigned: frozenset[TopicPartition]) -> dict[int, set[TopicPartition]]:
         """The assigned partitions by leader (refreshing the metadata when some leader is
@@ -569,8 +795,10 @@ class ShareConsumer:
         self, node: int, wanted: set[TopicPartition], max_records: int, max_bytes: int
     ) -> bool:
         """One ShareFetch to ``node`` in its share session: acquire up to ``max_records``
-        of ``wanted``, carrying the acknowledgements pending for ``node``. Returns False
-        after an error (the loop backs off); raises only for bugs."""
+        of ``wanted``, carrying the acknowledgements pending for ``node`` (not renewals:
+        those go in a ShareAcknowledge). ``max_records`` counts in ``_asked`` until the
+        task ends (the loop adds it). Returns False after an error (the loop backs off);
+        raises only for bugs."""
         session = self._session(node)
         async with session.lock:
             if self._stopping:
@@ -594,18 +822,14 @@ class ShareConsumer:
                 by_topic.setdefault(tp.topic, []).append(
                     ShareFetchRequest.FetchPartition(
                         partition_index=tp.partition,
-                        acknowledgement_batches=[
-                            ShareFetchRequest.AcknowledgementBatch(
-                                first_offset=f, last_offset=last, acknowledge_types=k
-                            )
-                            for f, last, k in ack_batches(acks.get(tp, {}))
-                        ],
+                        acknowledgement_batches=_ack_batches(ShareFetchRequest, acks.get(tp, {})),
                     )
                 )
             forgotten_by_topic: dict[str, list[int]] = {}
             for tp in sorted(forgotten):
                 if tp.topic in ids:
                     forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
+            loop = asyncio.get_running_loop()
             try:
                 conn = await self._cluster.connection(node, Lane.FETCH)
                 version = conn.version_for(ShareFetchRequest)
@@ -631,6 +855,7 @@ class ShareConsumer:
                     ],
                 )
                 timeout_ms = self.client_config.request_timeout_ms + self.config.fetch_max_wait_ms
+                sent_at = loop.time()
                 response = await conn.request(request, version=version, timeout_ms=timeout_ms)
             except (NetworkError, KafkaTimeoutError) as exc:
                 self._reset(session, f"ShareFetch failed: {exc}")
@@ -644,8 +869,7 @@ class ShareConsumer:
                     response.error_code, f"ShareFetch to broker {node}", response.error_message
                 )
                 self._reset(session, str(error))
-                for tp, offsets in acks.items():
-                    self._report(tp, error, len(offsets))
+                self._lost(acks, node, str(error))
                 if response.error_code not in _SESSION_LOST:
                     log.warning("share group %s: %s", self.config.group_id, error)
                     if response.error_code == 42 and self._acquire_mode_ok:
@@ -654,7 +878,11 @@ class ShareConsumer:
             session.epoch = _next_epoch(session.epoch)
             session.partitions = (session.partitions | listed) - forgotten
             self.acknowledgements_sent += sum(len(a) for a in acks.values())
-            self._file(node, session, response, ids, acks)
+            if response.acquisition_lock_timeout_ms > 0:
+                self._lock_s = response.acquisition_lock_timeout_ms / 1000
+            self._partition_errors(response.responses, ids, acks, node)
+            got = self._file(node, session, response, ids, sent_at + self._lock_s)
+            self._demand.fetched(max_records, got)
             return True
 
     def _file(
@@ -663,23 +891,20 @@ class ShareConsumer:
         session: _Session,
         response: ShareFetchResponse,
         ids: dict[str, Any],
-        acks: dict[TopicPartition, dict[int, int]],
-    ) -> None:
-        """Put the acquired records of a ShareFetch answer in the buffer; report its
-        acknowledgement errors."""
+        deadline: float,
+    ) -> int:
+        """Put the acquired records of a ShareFetch answer in the buffer, except those
+        this member knows already: one still being processed (its session was lost) is
+        bound to this session; one it settled whose acknowledgement was lost is settled
+        again at once. Returns how many records were acquired."""
         names = {v: k for k, v in ids.items()}
-        added = 0
+        added = acquired_count = 0
         for topic in response.responses:
             name = names.get(topic.topic_id)
             if name is None:
                 continue
             for part in topic.partitions:
                 tp = TopicPartition(name, part.partition_index)
-                if part.acknowledge_error_code:
-                    err = broker_error(
-                        part.acknowledge_error_code, "acknowledge", part.acknowledge_error_message
-                    )
-                    self._report(tp, err, len(acks.get(tp, ())))
                 if part.error_code:
                     if part.error_code in _STALE_METADATA:
                         self._refresh_metadata = True
@@ -696,24 +921,44 @@ class ShareConsumer:
                             records += batch.records(name, tp.partition)
                 ranges = [(a.first_offset, a.last_offset, a.delivery_count)
                           for a in part.acquired_records]  # fmt: skip
-                acquired, gaps = acquired_records(records, ranges)
+                acquired, gaps = acquired_records(records, ranges, deadline)
+                acquired_count += len(acquired) + len(gaps)
                 for offset in gaps:
                     self._pending.add(node, tp, offset, GAP_TYPE)
                 for record in acquired:
+                    key = (tp, record.offset)
+                    out = self._delivered.get(key)
+                    if out is not None:  # still being processed: now held by this session
+                        out.node, out.generation = node, session.generation
+                        out.record.lock_deadline = deadline
+                        out.record.delivery_count = record.delivery_count
+                        self._renewing.discard(key)
+                        continue
+                    kind = self._unconfirmed.pop(key, None)
+                    if kind is not None:  # finished here before: settle it as it was
+                        self._pending.add(node, tp, record.offset, kind)
+                        self.records_resettled += 1
+                        continue
                     size = _size(record.key) + _size(record.value)
                     self._buffer.append(_Held(record, node, session.generation, size))
                     self._buffer_bytes += size
-                added += len(acquired)
+                    added += 1
         if added:
             self.records_acquired += added
             self._ready.set()
+        if self._pending.nodes():
+            self._wake.set()
+        return acquired_count
 
     # -- iteration ----------------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[ShareRecord]:
         return self._records()
 
-    async def _take(self) -> tuple[ShareRecord, int]:
+    async def _take(self) -> _Out:
+        """The next record to hand out (its lock not ended), waiting for one."""
+        loop = asyncio.get_running_loop()
+        waited = False
         while True:
             if self._fatal is not None:
                 raise self._fatal
@@ -725,28 +970,40 @@ class ShareConsumer:
                 held = self._buffer.popleft()
                 self._buffer_bytes -= held.size
                 self._wake.set()  # room: the fetch loop may acquire more
-                session = self._sessions.get(held.node)
-                if session is None or session.generation != held.generation:
+                if not self._live(held.node, held.generation):
                     continue  # its session was lost: the broker released it already
-                return held.record, held.node
+                now = loop.time()
+                if held.record.lock_deadline and held.record.lock_deadline <= now:
+                    self.records_expired += 1  # the broker gave it back already
+                    continue
+                self._demand.took(now, waited=waited, lock_s=self._lock_s)
+                record = held.record
+                key = (TopicPartition(record.topic, record.partition), record.offset)
+                out = self._delivered[key] = _Out(record, held.node, held.generation)
+                self.records_delivered += 1
+                return out
+            waited = True
             self._ready.clear()
             await self._ready.wait()
 
     async def _records(self) -> AsyncIterator[ShareRecord]:
         """The records, one at a time (see the class docstring for acknowledgements)."""
-        current: tuple[TopicPartition, int] | None = None
+        current: Key | None = None
         try:
             while True:
                 try:
-                    record, node = await self._take()
+                    out = await self._take()
                 except StopAsyncIteration:
                     return
+                record = out.record
                 key = (TopicPartition(record.topic, record.partition), record.offset)
-                self._delivered[key] = node
-                self.records_delivered += 1
                 if self._implicit:
                     current = key
-                self._deserialize(record, key)
+                try:
+                    self._deserialize(record, key)
+                except RecordDeserializationError:
+                    self._settle(key, AcknowledgeType.RELEASE)
+                    raise
                 yield record
                 if current is not None:
                     # The loop asks for the next record: the one it was on is done.
@@ -758,7 +1015,102 @@ class ShareConsumer:
             if current is not None:
                 self._settle(current, AcknowledgeType.RELEASE)
 
-    def _deserialize(self, record: ShareRecord, key: tuple[TopicPartition, int]) -> None:
+    async def process(
+        self,
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        max_failures: int | None = None,
+    ) -> None:
+        """Run ``await handler(record)`` for each record, up to ``concurrency`` at once,
+        until the consumer is closed (or cancelled). A handler that returns accepts its
+        record; one that raises releases it (it is delivered again, with
+        ``delivery_count`` one higher), or rejects it once ``delivery_count`` has reached
+        ``max_failures`` (None: never; the group's ``share.delivery.count.limit`` archives
+        it in the end). The exception is logged (``handler_failures`` counts them). A
+        handler may :meth:`acknowledge` its record itself (then it is not settled again).
+        Only ``concurrency`` records are handed out at a time, and locks of slow handlers
+        are renewed (``auto_renew_locks``).
+
+        :meth:`close` waits (within its timeout) for the handlers running, then releases
+        what is left. Cancelling ``process()`` cancels the handlers; their records are
+        released.
+
+        Raises:
+            ValueError: ``concurrency`` < 1 or ``max_failures`` < 1.
+            ConsumerStateError: not started.
+            KafkaError: the consumer failed (the handlers running are cancelled first,
+                their records released).
+        """
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if max_failures is not None and (
+            isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1
+        ):
+            raise ValueError(f"max_failures must be an int >= 1 or None, got {max_failures!r}")
+        if not self._started:
+            raise ConsumerStateError("start the share consumer (async with) before process()")
+        slots = asyncio.Semaphore(concurrency)
+        running: set[asyncio.Task[None]] = set()
+        loop = asyncio.get_running_loop()
+
+        def ended(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            self._handlers.discard(task)
+            slots.release()
+            retrieve(task)
+
+        try:
+            while True:
+                await slots.acquire()
+                try:
+                    out = await self._take()
+                except StopAsyncIteration:
+                    slots.release()
+                    break
+                except BaseException:
+                    slots.release()
+                    raise
+                task = loop.create_task(
+                    self._handle(handler, out.record, max_failures),
+                    name=f"share consumer {self.config.group_id} handler",
+                )  # fmt: skip
+                running.add(task)
+                self._handlers.add(task)
+                task.add_done_callback(ended)
+            if running:  # closed: the handlers running finish (close waits for them)
+                await asyncio.wait(set(running))
+        except BaseException:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.wait(set(running))
+            raise
+
+    async def _handle(
+        self, handler: Handler, record: ShareRecord, max_failures: int | None
+    ) -> None:
+        key = (TopicPartition(record.topic, record.partition), record.offset)
+        try:
+            try:
+                self._deserialize(record, key)
+                await handler(record)
+            except Exception as exc:
+                self.handler_failures += 1
+                reject = max_failures is not None and record.delivery_count >= max_failures
+                kind = AcknowledgeType.REJECT if reject else AcknowledgeType.RELEASE
+                log.warning("share group %s: the handler failed on %s[%d] offset %d "
+                            "(delivery %d); %s", self.config.group_id, record.topic,
+                            record.partition, record.offset, record.delivery_count,
+                            "rejected" if reject else "released", exc_info=exc)  # fmt: skip
+                self._settle(key, kind)
+            else:
+                self._settle(key, AcknowledgeType.ACCEPT)
+        except BaseException:  # cancelled: not finished, so it goes back
+            self._settle(key, AcknowledgeType.RELEASE)
+            raise
+
+    def _deserialize(self, record: ShareRecord, key: Key) -> None:
         for what, fn in (
             ("key", self.config.key_deserializer),
             ("value", self.config.value_deserializer),
@@ -771,8 +1123,41 @@ class ShareConsumer:
                 else:
                     record.value = fn(record.value)
             except Exception as exc:
-                self._settle(key, AcknowledgeType.RELEASE)
                 raise RecordDeserializationError(key[0], key[1], what, exc) from exc
+
+
+def _merged(
+    first: dict[TopicPartition, dict[int, int]], then: dict[TopicPartition, dict[int, int]]
+) -> dict[TopicPartition, dict[int, int]]:
+    """``first`` updated with ``then`` (a later type for an offset wins)."""
+    out = {tp: dict(offsets) for tp, offsets in first.items()}
+    for tp, offsets in then.items():
+        out.setdefault(tp, {}).update(offsets)
+    return out
+
+
+def _without_renewals(
+    acks: dict[TopicPartition, dict[int, int]],
+) -> dict[TopicPartition, dict[int, int]]:
+    kept = {tp: {o: k for o, k in offs.items() if k != _RENEW} for tp, offs in acks.items()}
+    return {tp: offs for tp, offs in kept.items() if offs}
+
+
+def _ack_batches(message: Any, offsets: dict[int, int]) -> list[Any]:
+    """``offsets`` (offset -> type) as ``message``'s AcknowledgementBatch list."""
+    return [
+        message.AcknowledgementBatch(first_offset=f, last_offset=last, acknowledge_types=k)
+        for f, last, k in ack_batches(offsets)
+    ]
+
+
+def _session_lost(node: int, why: str) -> NetworkError:
+    error = NetworkError(
+        f"the share session with broker {node} was lost ({why}); the broker released these "
+        "records and delivers them again (to this member they are settled as acknowledged)"
+    )
+    error.retriable = True
+    return error
 
 
 def _size(data: object) -> int:

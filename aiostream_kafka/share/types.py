@@ -18,7 +18,8 @@ class AcknowledgeType(enum.IntEnum):
 
     ``ACCEPT``: processed, archived. ``RELEASE``: given back, delivered again (its
     ``delivery_count`` grows). ``REJECT``: unprocessable, archived, never delivered again.
-    ``RENEW`` (KIP-1222): keep the lock longer (not supported by this version yet).
+    ``RENEW`` (KIP-1222, Kafka 4.3+): keep the lock longer; the record stays to be
+    acknowledged (the consumer renews locks itself with ``auto_renew_locks``).
     """
 
     ACCEPT = 1

@@ -14,7 +14,7 @@ from aiostream_kafka import (
     TimestampType,
     TopicPartition,
 )
-from aiostream_kafka.share.acks import GAP_TYPE, PendingAcks, ack_batches, acquired_records
+from aiostream_kafka.share.acks import GAP_TYPE, Demand, PendingAcks, ack_batches, acquired_records
 
 TP = TopicPartition("t", 0)
 
@@ -106,11 +106,54 @@ async def test_unstarted_consumer_refuses_to_iterate_and_commit() -> None:
     await sc.close()
 
 
-def test_acknowledge_refuses_a_record_not_handed_out_and_renew() -> None:
+def test_acknowledge_refuses_a_record_not_handed_out() -> None:
     sc = ShareConsumer(bootstrap_servers="127.0.0.1:1", group_id="g",
                        acknowledgement_mode="explicit")  # fmt: skip
     rec = ShareRecord("t", 0, 1, 5, TimestampType.CREATE_TIME, None, b"v", [], 0, 1)
-    with pytest.raises(ValueError, match="not a record"):
-        sc.acknowledge(rec)
-    with pytest.raises(ValueError, match="RENEW"):
-        sc.acknowledge(rec, AcknowledgeType.RENEW)
+    for kind in AcknowledgeType:
+        with pytest.raises(ValueError, match="not a record"):
+            sc.acknowledge(rec, kind)
+
+
+def test_share_record_lock_deadline_is_not_part_of_equality() -> None:
+    a = ShareRecord("t", 0, 1, 5, TimestampType.CREATE_TIME, None, b"v", [], 0, 1, 10.0)
+    b = ShareRecord("t", 0, 1, 5, TimestampType.CREATE_TIME, None, b"v", [], 0, 1)
+    assert a.lock_deadline == 10.0 and b.lock_deadline == 0.0
+    assert a == b
+    b.lock_deadline = 12.5
+    assert b.lock_deadline == 12.5
+
+
+def test_demand_grows_while_the_application_waits_and_stays_within_the_maximum() -> None:
+    demand = Demand(500, initial=32)
+    assert demand.target == 32
+    demand.took(0.0, waited=True, lock_s=30.0)  # the first record: always waited for
+    assert demand.target == 32
+    demand.fetched(32, 10)  # the supply was short: waiting says nothing of demand
+    demand.took(0.001, waited=True, lock_s=30.0)
+    assert demand.target == 32
+    for i in range(10):
+        demand.fetched(demand.target, demand.target)
+        demand.took(0.01 + i * 0.01, waited=True, lock_s=30.0)
+    assert demand.target == 500  # doubled each wait, capped
+
+
+def test_demand_shrinks_to_a_quarter_lock_of_a_slow_application() -> None:
+    demand = Demand(500, initial=500)
+    # 10 records a second with records always waiting, 30 s locks: 75 records.
+    for i in range(25):
+        demand.took(i * 0.1, waited=False, lock_s=30.0)
+    assert 60 <= demand.target <= 90
+    # one record every 10 s: a single record held
+    slow = Demand(500, initial=500)
+    for i in range(4):
+        slow.took(i * 10.0, waited=False, lock_s=30.0)
+    assert slow.target == 1
+
+
+def test_demand_room_waits_for_half_the_target_to_drain() -> None:
+    demand = Demand(100, initial=100)
+    assert demand.room(0) == 100
+    assert demand.room(51) == 0  # no trickle of small fetches
+    assert demand.room(50) == 50
+    assert Demand(1, initial=1).room(0) == 1
