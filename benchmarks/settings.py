@@ -124,7 +124,7 @@ class Profile:
     share_sizes: list[int] = field(default_factory=lambda: [100, 1024])
     share_partitions: list[int] = field(default_factory=lambda: [1, 4])
     share_members: list[int] = field(default_factory=lambda: [1, 3])
-    share_records: dict[int, int] = field(default_factory=lambda: {100: 300_000, 1024: 100_000})
+    share_records: dict[int, int] = field(default_factory=lambda: {100: 1_000_000, 1024: 300_000})
     share_slow_records: int = 2000
     share_slow_delay_ms: int = 100
 

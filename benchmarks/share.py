@@ -170,6 +170,35 @@ async def set_group_configs(bootstrap: str, group: str, configs: dict[str, str])
     return {k: described[resource][k].value for k in configs}
 
 
+async def wait_joined(bootstrap: str, group: str, members: int, limit_s: float) -> float:
+    """Wait until ``group`` is Stable with ``members`` members, each assigned partitions;
+    return how long that took.
+
+    Raises:
+        RuntimeError: not within ``limit_s`` seconds.
+    """
+    from aiostream_kafka import Admin
+    from aiostream_kafka.errors import KafkaError
+
+    began = time.monotonic()
+    last = "not described yet"
+    async with Admin(bootstrap) as admin:
+        while time.monotonic() - began < limit_s:
+            try:
+                desc = (await admin.describe_share_groups([group]))[group]
+            except KafkaError as exc:  # not there yet
+                last = repr(exc)
+            else:
+                last = f"{desc.state}, {len(desc.members)} member(s)"
+                assigned = [m for m in desc.members if m.assignment]
+                if desc.state == "Stable" and len(assigned) >= members:
+                    return time.monotonic() - began
+            await asyncio.sleep(0.1)
+    raise RuntimeError(
+        f"the share group did not have {members} members within {limit_s:g} s: {last}"
+    )
+
+
 def java_classes() -> Path:
     """``ShareMember.class``, compiled with ``javac`` once per source version (cached).
 
@@ -320,10 +349,19 @@ def drive(client: str, spec: dict[str, Any]) -> dict[str, Any]:
     members: list[Member] = []
     outcomes: dict[str, dict[str, Any]] = {}
     n = spec["records"]
+    result_join = 0.0
     try:
         for name in names:  # together: every command is built before the first starts
             members.append(Member(name, commands[name], str(workdir / name)))
         if slow:
+            # Both members in the group first, then the records: neither takes them all
+            # just because it joined first.
+            from benchmarks.clients.confluent import _fill
+
+            result_join = asyncio.run(wait_joined(spec["bootstrap"], spec["group"], 2, 60.0))
+            for m in members:
+                m.check_alive()
+            _fill({**spec, "scenario": "fill", "partitions": 1, "stamped": True})
 
             def done() -> bool:
                 seqs = {s for m in members for _, s, _ in read_log(Path(m.prefix + ".log"))}
@@ -345,6 +383,7 @@ def drive(client: str, spec: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError(f"member(s) failed (their output: {workdir}): {errors}")
     result: dict[str, Any] = {"group": spec["group"], "group_configs": configs}
     if slow:
+        result["joined_after_s"] = result_join
         logs = {m.name: read_log(Path(m.prefix + ".log")) for m in members}
         result |= split(logs, n, "slow")
         result["records"] = n

@@ -28,8 +28,10 @@ ABOUT = (
     "itself). Each member keeps the monotonic time at which each record is handed to the "
     "application; the clock runs from the first record any member received to the "
     "{{n}}-th of all (start-up and the group join are not timed). *Slow beside fast*: "
-    "{slow_records:,} stamped records on one partition, two members of one group, one "
-    "taking {delay} ms per record (a sleep), the other as fast as it can, until every "
+    "two members of one group on a fresh one-partition topic, one taking {delay} ms per "
+    "record (a sleep), the other as fast as it can; once the group describes both as "
+    "assigned, the driver writes {slow_records:,} stamped records (confluent-kafka), and "
+    "the run lasts until every "
     "record was processed: the slow member's peak of records *held* (acquired and not yet "
     "processed, the one in hand included: ours `records_acquired` minus those processed; "
     "confluent-kafka and Java: the rest of the current `poll()` batch, so records their "
@@ -92,9 +94,10 @@ async def cases(ctx: Context) -> list[Case]:
                     )
                 )
     n = p.share_slow_records
-    topic = await ctx.create_topic("share-slow", 1)
-    await ctx.fill(topic, n, 100, 1, stamped=True)
-    ctx.extra.setdefault("topics_to_delete", []).append(topic)
+
+    async def slow_topic() -> str:
+        return await ctx.create_topic("share-slow", 1)
+
     out.append(
         Case(
             family=FAMILY,
@@ -103,7 +106,8 @@ async def cases(ctx: Context) -> list[Case]:
             spec=_spec("slow", size=100, records=n, delay_ms=p.share_slow_delay_ms),
             metrics=SLOW_METRICS,
             extract=_slow_extract,
-            shared_topic=topic,
+            topic=slow_topic,  # fresh per run: its records are written once both joined
+            cleanup=ctx.delete_topic,
             clients=list(CLIENTS),
         )
     )
