@@ -123,7 +123,8 @@ def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> No
         run = runs[0]
         assert run["missing"] == 0, client
         assert sum(run["processed"].values()) - run["redelivered"] == 100, client
-        assert run["slow_peak_held"] >= 1, client
+        # one producer batch of 100: whichever member fetches first may take it all
+        assert (run["slow_peak_held"] >= 1) == (run["slow_processed"] >= 1), client
     markdown = (out / "results.md").read_text()
     assert "ours / confluent-kafka" in markdown and "ours / Java" in markdown
     assert "Slow member beside a fast one" in markdown
