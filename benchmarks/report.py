@@ -683,9 +683,19 @@ def publish(data: dict[str, Any], out: Path, docs: Path) -> list[Path]:
     return [republish(docs, plots=False), img / "results.json", *written]
 
 
+#: Hand-written sections appended to the docs page, one Markdown file each (sorted by
+#: name): figures of an opt-in scenario measured on their own (``--publish`` writes the
+#: whole page from one run, which would drop the default scenarios' figures).
+SECTIONS = Path(__file__).resolve().parent / "sections"
+
+
 def docs_page(data: dict[str, Any]) -> str:
-    """``docs/benchmarks.md``: the report for the docs site."""
-    return markdown(data, "img/bench/", html=True)
+    """``docs/benchmarks.md``: the report for the docs site, then the hand-written
+    sections of ``benchmarks/sections/*.md``."""
+    page = markdown(data, "img/bench/", html=True)
+    for section in sorted(SECTIONS.glob("*.md")) if SECTIONS.is_dir() else []:
+        page += "\n" + section.read_text(encoding="utf-8")
+    return page
 
 
 def republish(docs: Path, plots: bool = True) -> Path:

@@ -111,8 +111,14 @@ class Context:
         except Exception as exc:
             log(f"  (could not delete {name}: {exc})")
 
-    async def fill(self, topic: str, records: int, size: int, partitions: int) -> None:
+    async def fill(
+        self, topic: str, records: int, size: int, partitions: int, stamped: bool = False
+    ) -> None:
+        """Write ``records`` values of ``size`` bytes round-robin over ``partitions``
+        (confluent-kafka's producer); ``stamped``: each value carries its sequence number
+        (``clients.common.stamp``)."""
         spec = {
+            "stamped": stamped,
             "scenario": "fill",
             "bootstrap": self.bootstrap,
             "topic": topic,

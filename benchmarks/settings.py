@@ -71,6 +71,14 @@ REBALANCE_PARTITIONS = 12
 #: default, and its minimum unless lowered): the goal is no member keeping partitions
 #: pausing longer than one interval.
 REBALANCE_HEARTBEAT_MS = 5000
+#: share: every run's fresh share group gets these group configs first (incremental alter
+#: configs on the GROUP resource), whatever the client: records from the earliest offset,
+#: and a 1 s heartbeat (the broker's default is 5 s, its minimum lowered in the benchmark
+#: broker) so that members started together all have partitions within about a second.
+SHARE_GROUP_CONFIGS = {"share.auto.offset.reset": "earliest", "share.heartbeat.interval.ms": "1000"}
+#: share: a throughput run ends when the members had this long (a slow-member run longer).
+SHARE_LIMIT_S = 120.0
+SHARE_SLOW_LIMIT_S = 240.0
 #: Records per call in the produce "batch API" cases (ours: ``enqueue_batch``; aiokafka:
 #: hand-built ``create_batch``/``send_batch`` batches, which hold what fits in one batch;
 #: confluent-kafka: ``produce_batch``).
@@ -111,6 +119,14 @@ class Profile:
     rebalance_rate: int = 2000
     rebalance_members: int = 4
     rebalance_step_s: float = 12.0
+    #: share: value sizes x partitions x members, records per run (by size); the slow
+    #: member beside a fast one: records on one partition, the slow one's time per record.
+    share_sizes: list[int] = field(default_factory=lambda: [100, 1024])
+    share_partitions: list[int] = field(default_factory=lambda: [1, 4])
+    share_members: list[int] = field(default_factory=lambda: [1, 3])
+    share_records: dict[int, int] = field(default_factory=lambda: {100: 1_000_000, 1024: 300_000})
+    share_slow_records: int = 2000
+    share_slow_delay_ms: int = 100
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -170,6 +186,12 @@ SMOKE = Profile(
     rebalance_rate=300,
     rebalance_members=2,
     rebalance_step_s=6.0,
+    share_sizes=[100],
+    share_partitions=[1],
+    share_members=[1],
+    share_records={100: 3000},
+    share_slow_records=100,
+    share_slow_delay_ms=20,
 )
 
 PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}

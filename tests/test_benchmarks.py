@@ -77,3 +77,54 @@ def test_benchmark_suite_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> N
         assert any(r.endswith("x") or "x (" in r for r in ratios), (peer, ratios)
     for name in FAMILIES:
         assert (out / f"{name}.png").stat().st_size > 0
+
+
+def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
+    """The opt-in share scenario (issue 29) at the smoke profile: a throughput case and the
+    slow member beside a fast one, for ours, confluent-kafka and Java, each member in its
+    own process; every run finishes, with a ratio per peer and the slow case's table."""
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--profile",
+            "smoke",
+            "--scenarios",
+            "share",
+            "--clients",
+            "ours,confluent,java",
+            "--bootstrap-servers",
+            kafka_cluster.bootstrap_servers,
+            "--output",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads((out / "results.json").read_text())
+    cases = {case["case"]: case for case in data["cases"]}
+    assert sorted(cases) == ["100 B, 1p, 1 member", "slow beside fast, 100 records"]
+    for case in cases.values():
+        assert not case["errors"], (case["case"], case["errors"])
+        assert set(case["summary"]) == {"ours", "confluent", "java"}, case["case"]
+        for client in ("ours", "confluent", "java"):
+            assert case["configs"][client], "every client's settings are recorded"
+    for client, runs in cases["100 B, 1p, 1 member"]["runs"].items():
+        assert runs[0]["records"] == 3000, client
+        assert runs[0]["group_configs"]["share.auto.offset.reset"] == "earliest", client
+    for client, runs in cases["slow beside fast, 100 records"]["runs"].items():
+        run = runs[0]
+        assert run["missing"] == 0, client
+        assert sum(run["processed"].values()) - run["redelivered"] == 100, client
+        # one producer batch of 100: whichever member fetches first may take it all
+        assert (run["slow_peak_held"] >= 1) == (run["slow_processed"] >= 1), client
+    markdown = (out / "results.md").read_text()
+    assert "ours / confluent-kafka" in markdown and "ours / Java" in markdown
+    assert "Slow member beside a fast one" in markdown

@@ -84,6 +84,9 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "rebalance": "each member: Consumer({group.id, enable.auto.commit: true, ...}); "
         "subscribe([topic]); consume(num_messages=1000, timeout=0.1) in a loop; close() to "
         "leave",
+        "share": "each member: ShareConsumer({bootstrap.servers, group.id}) (the preview's "
+        "defaults: share.acknowledgement.mode=implicit); subscribe([topic]); poll(0.1) in a "
+        "loop, each batch accepted by the next poll()",
     }.get(scenario, "")
     if scenario == "rebalance":
         config = rebalance_config(spec)
@@ -103,11 +106,16 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "pause": _pause,
         "fastapi": lambda s: asyncio.run(_fastapi(s)),
         "rebalance_member": _rebalance_member,
+        "share_member": _share_member,
     }.get(spec["scenario"])
     if spec["scenario"] == "rebalance":
         from benchmarks.rebalance import drive
 
         return drive("confluent", spec)
+    if spec["scenario"] == "share":
+        from benchmarks import share
+
+        return share.drive("confluent", spec)
     if handler is None:
         raise Unsupported(spec["scenario"])
     result: dict[str, Any] = handler(spec)
@@ -196,9 +204,10 @@ def _fill(spec: dict[str, Any]) -> dict[str, Any]:
     import confluent_kafka
 
     producer = confluent_kafka.Producer(producer_config(spec))
-    values = settings.payloads(spec["size"])
+    n, size = spec["records"], spec["size"]
+    values = [stamp(i, size) for i in range(n)] if spec.get("stamped") else settings.payloads(size)
     started = time.perf_counter()
-    _produce_all(producer, spec["topic"], values, spec["records"], partitions=spec["partitions"])
+    _produce_all(producer, spec["topic"], values, n, partitions=spec["partitions"])
     if producer.flush(300):
         raise RuntimeError("fill: not every record was delivered")
     return {"records": spec["records"], "seconds": time.perf_counter() - started}
@@ -448,3 +457,62 @@ def _rebalance_member(spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         consumer.close()
     return log.closed()
+
+
+# -- the share scenario (benchmarks/share.py) ------------------------------------------------
+
+
+def share_config(spec: dict[str, Any]) -> dict[str, Any]:
+    """The preview ``ShareConsumer``'s settings: its defaults (implicit acknowledgement)."""
+    return {"bootstrap.servers": spec["bootstrap"], "group.id": spec["group"]}
+
+
+def _share_member(spec: dict[str, Any]) -> dict[str, Any]:
+    """One member of a share group: confluent-kafka's preview ``ShareConsumer`` with its
+    defaults (implicit: the records of a ``poll()`` are accepted by the next one)."""
+    from array import array
+
+    import confluent_kafka
+
+    from benchmarks.share import Progress, write_times
+
+    if not hasattr(confluent_kafka, "ShareConsumer"):
+        raise Unsupported(f"confluent-kafka {confluent_kafka.version()[0]} has no ShareConsumer")
+    stop = stop_on_stdin()
+    prefix, delay = spec["prefix"], spec["delay_ms"] / 1000
+    progress = Progress(prefix)
+    times: array[int] = array("q")
+    now_ns = time.monotonic_ns
+    log = open(prefix + ".log", "w") if spec["mode"] == "log" else None
+    consumer = confluent_kafka.ShareConsumer(share_config(spec))
+    try:
+        consumer.subscribe([spec["topic"]])
+        while not stop.is_set():
+            messages = consumer.poll(0.1)
+            if log is None:
+                for message in messages:
+                    if message.error() is None:
+                        times.append(now_ns())
+                progress.count = len(times)
+                continue
+            batch = len(messages)
+            for done, message in enumerate(messages):
+                if message.error() is not None:
+                    continue
+                held = batch - done  # this one and the rest of its poll()
+                progress.peak_held = max(progress.peak_held, held)
+                if delay:
+                    time.sleep(delay)
+                progress.count += 1
+                log.write(f"{now_ns()} {unstamp(message.value())} {held}\n")
+                log.flush()
+                if stop.is_set():
+                    break
+    finally:
+        consumer.close()
+    progress.close()
+    if log is not None:
+        log.close()
+    else:
+        write_times(prefix, times)
+    return {"records": progress.count, "peak_held": progress.peak_held}

@@ -84,6 +84,17 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
             "consumer": {"fetch.max.wait.ms": 0, "(other settings)": "defaults"},
             "jvm": settings.JAVA_HEAP,
         }
+    if scenario == "share":
+        return {
+            "tool": "benchmarks/java/ShareMember.java (a small driver of KafkaShareConsumer, "
+            "one JVM per member; the perf tool ShareConsumerPerformance runs its consumers "
+            "as threads of one JVM and times them itself)",
+            "consumer": {
+                "(settings)": "defaults: share.acknowledgement.mode=implicit, "
+                "share.acquire.mode=batch_optimized"
+            },
+            "jvm": settings.JAVA_HEAP,
+        }
     return {}
 
 
@@ -97,6 +108,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return _consume(spec)
     if scenario == "latency_closed":
         return _latency_closed(spec)
+    if scenario == "share":
+        from benchmarks import share
+
+        return share.drive("java", spec)
     raise Unsupported(scenario)
 
 

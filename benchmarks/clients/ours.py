@@ -63,6 +63,9 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "rebalance": "each member: Consumer(group_id=..., enable_auto_commit=True"
         + (', group_protocol="consumer"' if spec.get("protocol") == "consumer" else "")
         + "); subscribe([topic]); async for batch in consumer.batches(); close() to leave",
+        "share": "each member: ShareConsumer(bootstrap_servers=..., group_id=...) (defaults: "
+        "implicit acknowledgement, max_prefetch_records=500, fetch_max_wait_ms=500); "
+        "subscribe([topic]); async for record in sc",
     }.get(scenario, "")
     if scenario == "rebalance":
         out["consumer"] = rebalance_options(spec) | {"(other settings)": "defaults"}
@@ -85,11 +88,16 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "pause": _pause,
         "fastapi": _fastapi,
         "rebalance_member": _rebalance_member,
+        "share_member": _share_member,
     }.get(spec["scenario"])
     if spec["scenario"] == "rebalance":
         from benchmarks.rebalance import drive
 
         return drive("ours", spec)
+    if spec["scenario"] == "share":
+        from benchmarks import share
+
+        return share.drive("ours", spec)
     if handler is None:
         raise Unsupported(spec["scenario"])
     return asyncio.run(handler(spec))
@@ -305,3 +313,56 @@ async def _rebalance_member(spec: dict[str, Any]) -> dict[str, Any]:
         if reader.done() and not reader.cancelled() and reader.exception() is not None:
             raise RuntimeError(f"the member's reader failed: {reader.exception()!r}")
     return log.closed()
+
+
+# -- the share scenario (benchmarks/share.py) ------------------------------------------------
+
+
+async def _share_member(spec: dict[str, Any]) -> dict[str, Any]:
+    """One member of a share group: ``ShareConsumer`` with its default options (implicit
+    acknowledgement: a record is accepted when the loop asks for the next one)."""
+    from array import array
+
+    from aiostream_kafka import ShareConsumer
+    from benchmarks.share import Progress, write_times
+
+    stop = stop_on_stdin()
+    prefix, delay = spec["prefix"], spec["delay_ms"] / 1000
+    progress = Progress(prefix)
+    times: array[int] = array("q")
+    now_ns = time.monotonic_ns
+    log = open(prefix + ".log", "w") if spec["mode"] == "log" else None  # noqa: ASYNC230
+    async with ShareConsumer(bootstrap_servers=spec["bootstrap"], group_id=spec["group"]) as sc:
+        sc.subscribe([spec["topic"]])
+
+        async def pump() -> None:
+            append = times.append
+            if log is None:
+                async for _record in sc:
+                    append(now_ns())
+                    progress.count += 1
+                return
+            processed = 0
+            async for record in sc:
+                held = sc.records_acquired - processed  # this one included
+                progress.peak_held = max(progress.peak_held, held)
+                if delay:
+                    await asyncio.sleep(delay)
+                processed += 1
+                progress.count = processed
+                log.write(f"{now_ns()} {unstamp(record.value)} {held}\n")
+                log.flush()
+
+        reader = asyncio.create_task(pump())
+        while not stop.is_set() and not reader.done():
+            await asyncio.wait([reader], timeout=0.05)
+        reader.cancel()
+        await asyncio.wait([reader], timeout=10)
+        if reader.done() and not reader.cancelled() and reader.exception() is not None:
+            raise RuntimeError(f"the member's reader failed: {reader.exception()!r}")
+    progress.close()
+    if log is not None:
+        log.close()
+    else:
+        write_times(prefix, times)
+    return {"records": progress.count, "peak_held": progress.peak_held}

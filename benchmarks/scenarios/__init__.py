@@ -8,10 +8,10 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-FAMILIES = ["produce", "consume", "latency", "pause", "fastapi", "codec", "rebalance"]
+FAMILIES = ["produce", "consume", "latency", "pause", "fastapi", "codec", "rebalance", "share"]
 QUICK_SKIPS = {"codec"}  # micro-benchmarks without a broker: run them on their own
 #: Run only when named in ``--scenarios`` (minutes per round, several processes per run).
-OPT_IN = {"rebalance"}
+OPT_IN = {"rebalance", "share"}
 
 
 def family(name: str) -> ModuleType:
