@@ -84,7 +84,13 @@ class PendingAcks:
 
     def add(self, node: int, tp: TopicPartition, offset: int, kind: int) -> None:
         """Note ``kind`` for ``offset`` of ``tp``, acquired through ``node``'s session."""
-        self._by_node.setdefault(node, {}).setdefault(tp, {})[offset] = kind
+        parts = self._by_node.get(node)
+        if parts is None:
+            parts = self._by_node[node] = {}
+        offsets = parts.get(tp)
+        if offsets is None:
+            offsets = parts[tp] = {}
+        offsets[offset] = kind
 
     def nodes(self) -> set[int]:
         """The brokers with acknowledgements waiting."""

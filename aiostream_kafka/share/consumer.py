@@ -132,6 +132,7 @@ class _Held:
     """A record acquired and not handed out yet."""
 
     record: ShareRecord
+    key: Key
     node: int
     generation: int
     size: int
@@ -142,6 +143,7 @@ class _Out:
     """A record handed out and not acknowledged yet, and the session that holds it."""
 
     record: ShareRecord
+    key: Key
     node: int
     generation: int
 
@@ -398,8 +400,10 @@ class ShareConsumer:
         out = self._delivered.pop(key, None)
         if out is None:
             return  # acknowledged explicitly meanwhile
-        self._renewing.discard(key)
-        if self._live(out.node, out.generation):
+        if self._renewing:
+            self._renewing.discard(key)
+        session = self._sessions.get(out.node)
+        if session is not None and session.generation == out.generation:
             self._pending.add(out.node, key[0], key[1], int(kind))
             self._wake.set()
             return
@@ -472,9 +476,8 @@ class ShareConsumer:
         while self._buffer:
             held = self._buffer.popleft()
             if self._live(held.node, held.generation):
-                r = held.record
-                tp = TopicPartition(r.topic, r.partition)
-                self._pending.add(held.node, tp, r.offset, int(AcknowledgeType.RELEASE))
+                tp, offset = held.key
+                self._pending.add(held.node, tp, offset, int(AcknowledgeType.RELEASE))
         self._buffer_bytes = 0
         for key in list(self._delivered):
             self._settle(key, AcknowledgeType.RELEASE)
@@ -925,22 +928,19 @@ class ShareConsumer:
                 acquired_count += len(acquired) + len(gaps)
                 for offset in gaps:
                     self._pending.add(node, tp, offset, GAP_TYPE)
+                known = self._known(tp)
+                generation = session.generation
+                buffer = self._buffer
                 for record in acquired:
-                    key = (tp, record.offset)
-                    out = self._delivered.get(key)
-                    if out is not None:  # still being processed: now held by this session
-                        out.node, out.generation = node, session.generation
-                        out.record.lock_deadline = deadline
-                        out.record.delivery_count = record.delivery_count
-                        self._renewing.discard(key)
+                    offset = record.offset
+                    key = (tp, offset)
+                    if offset in known and self._rebind(key, record, node, generation):
                         continue
-                    kind = self._unconfirmed.pop(key, None)
-                    if kind is not None:  # finished here before: settle it as it was
-                        self._pending.add(node, tp, record.offset, kind)
-                        self.records_resettled += 1
-                        continue
-                    size = _size(record.key) + _size(record.value)
-                    self._buffer.append(_Held(record, node, session.generation, size))
+                    value, rkey = record.value, record.key
+                    size = (len(value) if type(value) is bytes else _size(value)) + (
+                        0 if rkey is None else _size(rkey)
+                    )
+                    buffer.append(_Held(record, key, node, generation, size))
                     self._buffer_bytes += size
                     added += 1
         if added:
@@ -949,6 +949,35 @@ class ShareConsumer:
         if self._pending.nodes():
             self._wake.set()
         return acquired_count
+
+    def _known(self, tp: TopicPartition) -> set[int]:
+        """Offsets of ``tp`` this member handed out and not settled, or settled without
+        the broker's confirmation (usually none)."""
+        known: set[int] = set()
+        if self._delivered:
+            known.update(o for (t, o) in self._delivered if t == tp)
+        if self._unconfirmed:
+            known.update(o for (t, o) in self._unconfirmed if t == tp)
+        return known
+
+    def _rebind(self, key: Key, record: ShareRecord, node: int, generation: int) -> bool:
+        """``record`` (``key``), just acquired, is one this member knows: one still being
+        processed (its session was lost, or its lock ended) is now held by this session;
+        one it settled without confirmation is settled again at once. Returns True when
+        so (then it is not handed out)."""
+        out = self._delivered.get(key)
+        if out is not None:
+            out.node, out.generation = node, generation
+            out.record.lock_deadline = record.lock_deadline
+            out.record.delivery_count = record.delivery_count
+            self._renewing.discard(key)
+            return True
+        kind = self._unconfirmed.pop(key, None)
+        if kind is not None:
+            self._pending.add(node, key[0], key[1], kind)
+            self.records_resettled += 1
+            return True
+        return False
 
     # -- iteration ----------------------------------------------------------------------------
 
@@ -966,20 +995,22 @@ class ShareConsumer:
                 raise StopAsyncIteration
             if not self._started:
                 raise ConsumerStateError("start the share consumer (async with) before iterating")
-            while self._buffer:
-                held = self._buffer.popleft()
+            buffer = self._buffer
+            sessions = self._sessions
+            while buffer:
+                held = buffer.popleft()
                 self._buffer_bytes -= held.size
                 self._wake.set()  # room: the fetch loop may acquire more
-                if not self._live(held.node, held.generation):
+                session = sessions.get(held.node)
+                if session is None or session.generation != held.generation:
                     continue  # its session was lost: the broker released it already
+                record = held.record
                 now = loop.time()
-                if held.record.lock_deadline and held.record.lock_deadline <= now:
+                if record.lock_deadline and record.lock_deadline <= now:
                     self.records_expired += 1  # the broker gave it back already
                     continue
                 self._demand.took(now, waited=waited, lock_s=self._lock_s)
-                record = held.record
-                key = (TopicPartition(record.topic, record.partition), record.offset)
-                out = self._delivered[key] = _Out(record, held.node, held.generation)
+                out = self._delivered[held.key] = _Out(record, held.key, held.node, held.generation)
                 self.records_delivered += 1
                 return out
             waited = True
@@ -989,6 +1020,7 @@ class ShareConsumer:
     async def _records(self) -> AsyncIterator[ShareRecord]:
         """The records, one at a time (see the class docstring for acknowledgements)."""
         current: Key | None = None
+        deserializing = bool(self.config.key_deserializer or self.config.value_deserializer)
         try:
             while True:
                 try:
@@ -996,14 +1028,15 @@ class ShareConsumer:
                 except StopAsyncIteration:
                     return
                 record = out.record
-                key = (TopicPartition(record.topic, record.partition), record.offset)
+                key = out.key
                 if self._implicit:
                     current = key
-                try:
-                    self._deserialize(record, key)
-                except RecordDeserializationError:
-                    self._settle(key, AcknowledgeType.RELEASE)
-                    raise
+                if deserializing:
+                    try:
+                        self._deserialize(record, key)
+                    except RecordDeserializationError:
+                        self._settle(key, AcknowledgeType.RELEASE)
+                        raise
                 yield record
                 if current is not None:
                     # The loop asks for the next record: the one it was on is done.
@@ -1072,7 +1105,7 @@ class ShareConsumer:
                     slots.release()
                     raise
                 task = loop.create_task(
-                    self._handle(handler, out.record, max_failures),
+                    self._handle(handler, out, max_failures),
                     name=f"share consumer {self.config.group_id} handler",
                 )  # fmt: skip
                 running.add(task)
@@ -1087,10 +1120,8 @@ class ShareConsumer:
                 await asyncio.wait(set(running))
             raise
 
-    async def _handle(
-        self, handler: Handler, record: ShareRecord, max_failures: int | None
-    ) -> None:
-        key = (TopicPartition(record.topic, record.partition), record.offset)
+    async def _handle(self, handler: Handler, out: _Out, max_failures: int | None) -> None:
+        record, key = out.record, out.key
         try:
             try:
                 self._deserialize(record, key)
