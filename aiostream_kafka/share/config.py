@@ -19,7 +19,7 @@ class ShareConsumerConfig:
 
     group_id: str
     acknowledgement_mode: str = "implicit"
-    max_prefetch_records: int = 500
+    max_prefetch_records: int = 2000
     max_prefetch_bytes: int = 16 * 1024 * 1024
     auto_renew_locks: bool = True
     fetch_max_wait_ms: int = 500

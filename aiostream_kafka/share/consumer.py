@@ -23,10 +23,11 @@ The parts, all owned by the consumer's :class:`~aiostream_kafka.concurrency.Task
   it), and never waits for one leader to answer before asking another. It acquires only
   as many records as the application takes in a quarter of the lock duration
   (:class:`~aiostream_kafka.share.acks.Demand`, at most ``max_prefetch_records`` /
-  ``max_prefetch_bytes``), asking in ``share_acquire_mode`` record_limit (KIP-1206) so the
-  broker does not round up to whole batches: a slow member holds few locks that a fast
-  one could serve. Pending acknowledgements ride on the ShareFetch requests; with no
-  room, or with renewals due, they go alone (ShareAcknowledge).
+  ``max_prefetch_bytes``); small asks go in ``share_acquire_mode`` record_limit (KIP-1206)
+  so the broker does not round up to whole batches (a slow member holds few locks that a
+  fast one could serve), large ones take whole batches (fewer, larger fetches). Pending
+  acknowledgements ride on the ShareFetch requests; with no room, or with renewals due,
+  they go alone (ShareAcknowledge).
 * **the renewer** (one task): a record handed out and not acknowledged whose lock is half
   spent is renewed (RENEW, KIP-1222) where the broker allows it, so a slow handler keeps
   its record; ``record.lock_deadline`` moves with each renewal.
@@ -56,6 +57,7 @@ import dataclasses
 import difflib
 import functools
 import logging
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +105,11 @@ _SESSION_LOST = (122, 123)  # SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPO
 _STALE_METADATA = (3, 6, 74, 100)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER, FENCED_EPOCH, ID
 _CLIENT_OPTIONS = tuple(f.name for f in dataclasses.fields(ClientConfig) if f.init)
 _RECORD_LIMIT = 1  # share_acquire_mode record_limit (KIP-1206, ShareFetch v2)
+# From this many records asked, whole producer batches (batch_optimized, the broker's
+# default): fewer, larger fetches for a fast application (measured: 1 partition of 100 B
+# records, 125k vs 85k records/s); below it, exactly the count asked, so that a slow
+# application holds no more locks than it can serve.
+_WHOLE_BATCHES = 256
 _RENEW = int(AcknowledgeType.RENEW)
 _FINAL = (int(AcknowledgeType.ACCEPT), int(AcknowledgeType.REJECT))
 _DEFAULT_LOCK_S = 30.0  # the broker's default, until its first answer says
@@ -163,7 +170,7 @@ class ShareConsumer:
       loop asks for the next one, released when the loop ends on it (an exception in its
       body, ``break``); ``"explicit"``: :meth:`acknowledge` each record (one left
       unacknowledged is released at close, or by the broker when its lock expires).
-    * ``max_prefetch_records`` (500) and ``max_prefetch_bytes`` (16 MiB, keys and values):
+    * ``max_prefetch_records`` (2,000) and ``max_prefetch_bytes`` (16 MiB, keys and values):
       the most records acquired and not handed out yet. Within it the consumer holds
       what the application takes in a quarter of the lock duration, so a slow member
       holds few locks.
@@ -185,7 +192,7 @@ class ShareConsumer:
         bootstrap_servers: str | Sequence[str],
         group_id: str,
         acknowledgement_mode: str = "implicit",
-        max_prefetch_records: int = 500,
+        max_prefetch_records: int = 2000,
         max_prefetch_bytes: int = 16 * 1024 * 1024,
         auto_renew_locks: bool = True,
         fetch_max_wait_ms: int = 500,
@@ -240,6 +247,7 @@ class ShareConsumer:
         self._stopping = False  # the fetch loop ends after its current requests
         self._closed = False
         self._handlers: set[asyncio.Task[None]] = set()  # process()'s, running
+        self._loop_time = time.monotonic  # the event loop's clock (set at start())
         self._close_task: asyncio.Future[None] | None = None
         self._wake = asyncio.Event()  # the fetch loop: room, acknowledgements, assignment
         self._ready = asyncio.Event()  # the takers: records, close, a fatal error
@@ -271,6 +279,7 @@ class ShareConsumer:
         if self._started or self._closed:
             raise ConsumerStateError("the share consumer is already started (or closed)")
         self._started = True
+        self._loop_time = asyncio.get_running_loop().time
         await self._cluster.bootstrap()
         self._membership.start()
         self._loop_started = True
@@ -846,7 +855,9 @@ class ShareConsumer:
                     max_records=max_records,
                     batch_size=max_records,
                     share_acquire_mode=(
-                        _RECORD_LIMIT if version >= 2 and self._acquire_mode_ok else 0
+                        _RECORD_LIMIT
+                        if version >= 2 and self._acquire_mode_ok and max_records < _WHOLE_BATCHES
+                        else 0
                     ),
                     topics=[
                         ShareFetchRequest.FetchTopic(topic_id=ids[t], partitions=p)
@@ -986,7 +997,6 @@ class ShareConsumer:
 
     async def _take(self) -> _Out:
         """The next record to hand out (its lock not ended), waiting for one."""
-        loop = asyncio.get_running_loop()
         waited = False
         while True:
             if self._fatal is not None:
@@ -995,27 +1005,35 @@ class ShareConsumer:
                 raise StopAsyncIteration
             if not self._started:
                 raise ConsumerStateError("start the share consumer (async with) before iterating")
-            buffer = self._buffer
-            sessions = self._sessions
-            while buffer:
-                held = buffer.popleft()
-                self._buffer_bytes -= held.size
-                self._wake.set()  # room: the fetch loop may acquire more
-                session = sessions.get(held.node)
-                if session is None or session.generation != held.generation:
-                    continue  # its session was lost: the broker released it already
-                record = held.record
-                now = loop.time()
-                if record.lock_deadline and record.lock_deadline <= now:
-                    self.records_expired += 1  # the broker gave it back already
-                    continue
-                self._demand.took(now, waited=waited, lock_s=self._lock_s)
-                out = self._delivered[held.key] = _Out(record, held.key, held.node, held.generation)
-                self.records_delivered += 1
+            out = self._pop(waited)
+            if out is not None:
                 return out
             waited = True
             self._ready.clear()
             await self._ready.wait()
+
+    def _pop(self, waited: bool) -> _Out | None:
+        """The next record held whose session is alive and whose lock has not ended,
+        now handed out; None when none is held. (The iterator's fast path: no await.)"""
+        buffer = self._buffer
+        sessions = self._sessions
+        while buffer:
+            held = buffer.popleft()
+            self._buffer_bytes -= held.size
+            self._wake.set()  # room: the fetch loop may acquire more
+            session = sessions.get(held.node)
+            if session is None or session.generation != held.generation:
+                continue  # its session was lost: the broker released it already
+            record = held.record
+            now = self._loop_time()
+            if record.lock_deadline and record.lock_deadline <= now:
+                self.records_expired += 1  # the broker gave it back already
+                continue
+            self._demand.took(now, waited=waited, lock_s=self._lock_s)
+            out = self._delivered[held.key] = _Out(record, held.key, held.node, held.generation)
+            self.records_delivered += 1
+            return out
+        return None
 
     async def _records(self) -> AsyncIterator[ShareRecord]:
         """The records, one at a time (see the class docstring for acknowledgements)."""
@@ -1023,10 +1041,14 @@ class ShareConsumer:
         deserializing = bool(self.config.key_deserializer or self.config.value_deserializer)
         try:
             while True:
-                try:
-                    out = await self._take()
-                except StopAsyncIteration:
-                    return
+                out = None
+                if self._fatal is None and not self._closed:
+                    out = self._pop(False)  # a record held: no await
+                if out is None:
+                    try:
+                        out = await self._take()
+                    except StopAsyncIteration:
+                        return
                 record = out.record
                 key = out.key
                 if self._implicit:
