@@ -289,8 +289,9 @@ class SharePartitionOffsetInfo:
     ``start_offset`` is the share-partition start offset the share coordinator keeps: every
     record before it is done with (accepted, rejected or archived after too many
     deliveries); records from it on are available, acquired by a member, or already
-    acknowledged ahead of it (measured on Kafka 4.3.1, it stays where the group began while
-    the records after it are accepted). ``leader_epoch`` is None when the broker does not
+    acknowledged ahead of it (measured on Kafka 4.3.1, it moves only when the share
+    coordinator persists the partition's state, so it can stay behind records already
+    accepted: 5 with offsets 0-9 done; ``lag`` counts what is not done). ``leader_epoch`` is None when the broker does not
     say. ``lag`` is the broker's count of the records from the start offset to the high
     watermark not yet done with (DescribeShareGroupOffsets v1, Kafka 4.2+); None when the
     broker does not give it (older brokers; a start offset past the high watermark).
