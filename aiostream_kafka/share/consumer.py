@@ -704,18 +704,20 @@ class ShareConsumer:
                 for n in fetching:
                     share = max(1, room // len(fetching))
                     room_bytes = self.config.max_prefetch_bytes - self._buffer_bytes
-                    task = loop.create_task(
+                    task = self._scope.spawn(
                         self._fetch(n, plan[n], share, room_bytes),
                         name=f"share consumer {self.config.group_id} ShareFetch {n}",
+                        crash=Crash.AWAITED,
                     )  # fmt: skip
                     self._asked += share
                     task.add_done_callback(functools.partial(self._unask, share))
                     inflight[n] = task
                 for n in sorted((self._pending.nodes() | renewing) - set(inflight)):
                     if retry_at.get(n, 0) <= now:
-                        inflight[n] = loop.create_task(
+                        inflight[n] = self._scope.spawn(
                             self._acknowledge(n, final=False),
                             name=f"share consumer {self.config.group_id} ShareAcknowledge {n}",
+                            crash=Crash.AWAITED,
                         )  # fmt: skip
                 unplanned = sum(len(tps) for tps in plan.values()) < len(assigned)
                 delay: float | None = None
@@ -755,7 +757,11 @@ class ShareConsumer:
 
     async def _wait(self, inflight: dict[int, asyncio.Task[bool]], delay: float | None) -> None:
         """Until a request in flight ends, the loop is woken, or ``delay`` passes."""
-        waker = asyncio.ensure_future(self._wake.wait())
+        waker = self._scope.spawn(
+            self._wake.wait(),
+            name=f"share consumer {self.config.group_id} wake",
+            crash=Crash.AWAITED,
+        )
         try:
             await asyncio.wait(
                 [waker, *inflight.values()], timeout=delay, return_when=asyncio.FIRST_COMPLETED
@@ -1107,7 +1113,6 @@ class ShareConsumer:
             raise ConsumerStateError("start the share consumer (async with) before process()")
         slots = asyncio.Semaphore(concurrency)
         running: set[asyncio.Task[None]] = set()
-        loop = asyncio.get_running_loop()
 
         def ended(task: asyncio.Task[None]) -> None:
             running.discard(task)
@@ -1126,9 +1131,10 @@ class ShareConsumer:
                 except BaseException:
                     slots.release()
                     raise
-                task = loop.create_task(
+                task = self._scope.spawn(
                     self._handle(handler, out, max_failures),
                     name=f"share consumer {self.config.group_id} handler",
+                    crash=Crash.AWAITED,
                 )  # fmt: skip
                 running.add(task)
                 self._handlers.add(task)
