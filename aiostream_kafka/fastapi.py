@@ -3,7 +3,7 @@
 ::
 
     from fastapi import Depends, FastAPI
-    from aiostream_kafka import Consumer, Producer
+    from aiostream_kafka import Consumer, Producer, ShareRecord
     from aiostream_kafka.fastapi import KafkaIntegration
 
     kafka = KafkaIntegration(bootstrap_servers="127.0.0.1:9092")
@@ -12,6 +12,10 @@
     async def keep_view(consumer: Consumer) -> None:
         async for record in consumer.committing(consumer.stream()):
             ...
+
+    @kafka.share_consumer(["jobs"], group_id="workers", concurrency=8, max_failures=3)
+    async def work(record: ShareRecord) -> None:   # returns: accepted; raises: released
+        ...
 
     app = FastAPI(lifespan=kafka.lifespan)
     app.include_router(kafka.health_router())  # GET /health/live, /health/ready
@@ -28,12 +32,16 @@ dependency (503 when not running) and the health router.
 Startup: the producer starts, then each consumer starts, subscribes and gets its handler
 run in a background task that the integration owns. A handler that raises is logged with
 its traceback, its consumer is closed (leaving the group, so other replicas take its
-partitions) and both health endpoints answer 503 naming it; it is not restarted.
+partitions) and both health endpoints answer 503 naming it; it is not restarted. A share
+consumer (``@kafka.share_consumer``) starts, subscribes and runs its record handler
+through :meth:`ShareConsumer.process` the same way, and fails the same way.
 
 Shutdown, in order: stop handing out the producer (the dependency answers 503) and report
 not ready → drain every consumer (:meth:`Consumer.drain`: what is fetched is handed out
 and committed, the group is left, the handler's iterators end) and await its handler
-(cancelled after ``handler_grace_s`` if it does not return) → flush and close the producer
+(cancelled after ``handler_grace_s`` if it does not return); close every share consumer
+(no more records handed out, the running handlers get ``handler_grace_s``, then are
+cancelled; what is not finished is released) → flush and close the producer
 (``producer_close_timeout_s``).
 """
 
@@ -60,6 +68,7 @@ from aiostream_kafka.supervisor import (
     HealthReport,
     KafkaSupervisor,
     RecordHandler,
+    ShareRecordHandler,
 )
 
 __all__ = [
@@ -68,6 +77,7 @@ __all__ = [
     "HealthReport",
     "KafkaIntegration",
     "RecordHandler",
+    "ShareRecordHandler",
 ]
 
 

@@ -22,12 +22,16 @@ Startup: the producer starts, then each consumer starts, subscribes and gets its
 run in a background task that the supervisor owns. A handler that raises is logged with
 its traceback, its consumer is closed (leaving the group, so other replicas take its
 partitions) and :meth:`KafkaSupervisor.liveness` / :meth:`KafkaSupervisor.readiness` fail
-naming it; it is not restarted.
+naming it; it is not restarted. A share consumer (:meth:`KafkaSupervisor.share_consumer`:
+a share group's records, each handled by a record handler through
+:meth:`ShareConsumer.process`) is started, subscribed, run and failed the same way.
 
 Shutdown, in order: stop handing out the producer and report not ready → drain every
 consumer (:meth:`Consumer.drain`: what is fetched is handed out and committed, the group
 is left, the handler's iterators end) and await its handler (cancelled after
-``handler_grace_s`` if it does not return) → flush and close the producer
+``handler_grace_s`` if it does not return); close every share consumer (no more records
+handed out; the running handlers get ``handler_grace_s`` to finish, then are cancelled;
+every record acquired and not finished is released) → flush and close the producer
 (``producer_close_timeout_s``).
 """
 
@@ -41,12 +45,14 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, C
 from dataclasses import dataclass
 from typing import Any, Self, Unpack
 
-from aiostream_kafka.concurrency import Crash, TaskScope, gather_all, stop_tasks
+from aiostream_kafka import _args
+from aiostream_kafka.concurrency import Crash, TaskScope, gather_all, gather_settled, stop_tasks
 from aiostream_kafka.consumer import Consumer
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.options import ClientOptions, ConsumerOptions, ProducerOptions
 from aiostream_kafka.producer import Producer
-from aiostream_kafka.structs import Record
+from aiostream_kafka.share import ShareConsumer
+from aiostream_kafka.structs import Record, ShareRecord
 
 __all__ = [
     "ConsumerHandler",
@@ -54,6 +60,7 @@ __all__ = [
     "HealthReport",
     "KafkaSupervisor",
     "RecordHandler",
+    "ShareRecordHandler",
 ]
 
 log = logging.getLogger(__name__)
@@ -64,15 +71,24 @@ ConsumerHandler = Callable[[Consumer], Awaitable[None]]
 RecordHandler = Callable[[Record], Awaitable[None]]
 """A record handler: awaited once per record, in order."""
 
+ShareRecordHandler = Callable[[ShareRecord], Awaitable[object]]
+"""A share-group record handler: awaited once per record handed out, several at once
+(``concurrency``); returning accepts the record, raising releases (or rejects) it."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConsumerStatus:
     """One supervised consumer as the health endpoints report it.
 
-    ``state`` is the consumer's :class:`~aiostream_kafka.consumer.group.ConsumerHealth`
-    state (``"stable"``, ``"rebalancing"``, ``"unjoined"``, ``"assigned"``, ``"fenced"``,
-    ``"failed"``, ``"closed"``) or ``"not started"``; ``running`` tells whether its handler
-    task is alive; ``error`` is why it is unhealthy (None when healthy).
+    ``kind`` is ``"consumer"`` (a :class:`Consumer`) or ``"share consumer"`` (a
+    :class:`~aiostream_kafka.ShareConsumer`). ``state`` is the consumer's
+    :class:`~aiostream_kafka.consumer.group.ConsumerHealth` state (``"stable"``,
+    ``"rebalancing"``, ``"unjoined"``, ``"assigned"``, ``"fenced"``, ``"failed"``,
+    ``"closed"``), a share consumer's ``"running"`` or ``"closed"``, or ``"not started"``;
+    ``running`` tells whether its handler task is alive; ``error`` is why it is unhealthy
+    (None when healthy); ``partitions`` how many partitions it is assigned (a share
+    consumer's are shared with the other members); ``last_heartbeat_age_s`` is None for a
+    share consumer.
     """
 
     name: str
@@ -82,11 +98,13 @@ class ConsumerStatus:
     error: str | None
     partitions: int
     last_heartbeat_age_s: float | None
+    kind: str = "consumer"
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the fields."""
         return {
             "name": self.name,
+            "kind": self.kind,
             "state": self.state,
             "running": self.running,
             "healthy": self.healthy,
@@ -127,105 +145,230 @@ class _ConsumerSpec:
     handler: ConsumerHandler
 
 
-@dataclass(slots=True)
-class _RunningConsumer:
-    """A started consumer and the task running its handler (owned by the supervisor)."""
+@dataclass(frozen=True, slots=True)
+class _ShareConsumerSpec:
+    name: str
+    topics: tuple[str, ...]
+    group_id: str
+    concurrency: int
+    max_failures: int | None
+    options: Mapping[str, Any]
+    handler: ShareRecordHandler
 
-    spec: _ConsumerSpec
-    consumer: Consumer
-    supervisor: KafkaSupervisor
-    task: asyncio.Task[None] | None = None
-    failure: BaseException | None = None
-    returned: bool = False
+
+class _Supervised:
+    """A started client and the task running its handler (owned by the supervisor): what
+    every kind of supervised consumer shares (the crash policy, the status, the stop).
+    A kind says how its handler runs (:meth:`_work`), how healthy its client is
+    (:meth:`_health`) and how it winds down (:meth:`_wind_down`)."""
+
+    kind = "consumer"
+
+    def __init__(self, name: str, supervisor: KafkaSupervisor) -> None:
+        self.name = name
+        self.supervisor = supervisor
+        self.task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        self.returned = False
+
+    # -- what each kind defines --------------------------------------------------------
+
+    async def _work(self) -> None:
+        raise NotImplementedError
+
+    async def _close(self) -> None:
+        raise NotImplementedError
+
+    def _health(self) -> tuple[str, str | None, int, float | None]:
+        """(state, why unhealthy or None, partitions, last heartbeat time or None)."""
+        raise NotImplementedError
+
+    async def _wind_down(
+        self, task: asyncio.Task[None], drain_timeout_s: float, grace_s: float
+    ) -> None:
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------
 
     def start(self) -> None:
         # _supervise handles the handler's crash itself (recorded, reported as 503, not
         # restarted): the task only ends with CancelledError or nothing.
         self.task = self.supervisor._scope.spawn(
             self._supervise(),
-            name=f"aiostream-kafka consumer {self.spec.name}",
+            name=f"aiostream-kafka {self.kind} {self.name}",
             crash=Crash.AWAITED,
         )
 
     async def _supervise(self) -> None:
-        name = self.spec.name
+        name = self.name
         try:
-            await self.spec.handler(self.consumer)
+            await self._work()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self.failure = exc
             self.supervisor.log.error(
-                "consumer %r: handler crashed; it is not restarted and the health "
+                "%s %r: handler crashed; it is not restarted and the health "
                 "endpoints now answer 503",
+                self.kind,
                 name,
                 exc_info=exc,
             )
             try:
-                await self.consumer.close()  # leave the group: the partitions move on
+                await self._close()  # leave the group: the partitions move on
             except Exception as close_exc:
                 self.supervisor.log.warning(
-                    "consumer %r: close after the crash failed: %r", name, close_exc
+                    "%s %r: close after the crash failed: %r", self.kind, name, close_exc
                 )
         else:
             self.returned = True
             if self.supervisor.state in ("starting", "running"):
                 self.supervisor.log.warning(
-                    "consumer %r: handler returned while the app runs; the health endpoints "
+                    "%s %r: handler returned while the app runs; the health endpoints "
                     "now answer 503",
+                    self.kind,
                     name,
                 )
 
     def status(self, now: float) -> ConsumerStatus:
         task = self.task
         running = task is not None and not task.done() and self.failure is None
-        health = self.consumer.health() if task is not None else None
+        if task is None:
+            state, unhealthy, partitions, heartbeat = "not started", None, 0, None
+        else:
+            state, unhealthy, partitions, heartbeat = self._health()
         error: str | None = None
         if self.failure is not None:
             error = f"handler crashed: {self.failure!r}"
         elif task is not None and task.done():
             error = "handler cancelled" if task.cancelled() else "handler returned"
-        elif health is not None and not health.healthy:
-            error = f"consumer {health.state}" + (
-                f": {health.error!r}" if health.error is not None else f": {health.reason}"
-            )
-        heartbeat = health.last_heartbeat_at if health is not None else None
+        elif unhealthy is not None:
+            error = unhealthy
         return ConsumerStatus(
-            name=self.spec.name,
-            state=health.state if health is not None else "not started",
+            name=self.name,
+            state=state,
             running=running,
             healthy=error is None,
             error=error,
-            partitions=len(health.assignment) if health is not None else 0,
+            partitions=partitions,
             last_heartbeat_age_s=None if heartbeat is None else round(now - heartbeat, 3),
+            kind=self.kind,
         )
 
     async def stop(self, drain_timeout_s: float, grace_s: float) -> None:
-        """Drain the consumer and await the handler (cancelling it after ``grace_s``).
-        Logs failures; raises only ``CancelledError``."""
-        name = self.spec.name
+        """Wind the client down (its kind's way) and await the handler (cancelling it
+        after ``grace_s``). Logs failures; raises only ``CancelledError``."""
         task = self.task
         try:
             if task is not None and not task.done():
-                try:
-                    await self.consumer.drain(timeout=drain_timeout_s)
-                except Exception as exc:
-                    self.supervisor.log.warning("consumer %r: drain failed: %r", name, exc)
-                # The drain closed the consumer, so the handler's iterators have ended.
-                done, _ = await asyncio.wait({task}, timeout=grace_s)
-                if not done:
-                    self.supervisor.log.warning(
-                        "consumer %r: handler still running %.1f s after the drain; cancelling it",
-                        name,
-                        grace_s,
-                    )
+                await self._wind_down(task, drain_timeout_s, grace_s)
         finally:
             if task is not None:
                 await stop_tasks([task])  # cancels it if still running, and awaits it
             try:
-                await self.consumer.close()  # idempotent
+                await self._close()  # idempotent
             except Exception as exc:
-                self.supervisor.log.warning("consumer %r: close failed: %r", name, exc)
+                self.supervisor.log.warning("%s %r: close failed: %r", self.kind, self.name, exc)
+
+    async def _await_handler(self, task: asyncio.Task[None], grace_s: float, after: str) -> None:
+        """Wait up to ``grace_s`` for the handler's task; cancel it (and wait) after that."""
+        done, _ = await asyncio.wait({task}, timeout=grace_s)
+        if not done:
+            self.supervisor.log.warning(
+                "%s %r: handler still running %.1f s after the %s; cancelling it",
+                self.kind,
+                self.name,
+                grace_s,
+                after,
+            )
+            await stop_tasks([task])
+
+
+class _RunningConsumer(_Supervised):
+    """A started :class:`Consumer` and its handler."""
+
+    def __init__(
+        self, spec: _ConsumerSpec, consumer: Consumer, supervisor: KafkaSupervisor
+    ) -> None:
+        super().__init__(spec.name, supervisor)
+        self.spec = spec
+        self.consumer = consumer
+
+    async def _work(self) -> None:
+        await self.spec.handler(self.consumer)
+
+    async def _close(self) -> None:
+        await self.consumer.close()
+
+    def _health(self) -> tuple[str, str | None, int, float | None]:
+        health = self.consumer.health()
+        unhealthy: str | None = None
+        if not health.healthy:
+            unhealthy = f"consumer {health.state}" + (
+                f": {health.error!r}" if health.error is not None else f": {health.reason}"
+            )
+        return health.state, unhealthy, len(health.assignment), health.last_heartbeat_at
+
+    async def _wind_down(
+        self, task: asyncio.Task[None], drain_timeout_s: float, grace_s: float
+    ) -> None:
+        try:
+            await self.consumer.drain(timeout=drain_timeout_s)
+        except Exception as exc:
+            self.supervisor.log.warning("consumer %r: drain failed: %r", self.name, exc)
+        # The drain closed the consumer, so the handler's iterators have ended.
+        await self._await_handler(task, grace_s, "drain")
+
+
+class _RunningShareConsumer(_Supervised):
+    """A started :class:`ShareConsumer` whose handler runs through
+    :meth:`ShareConsumer.process`."""
+
+    kind = "share consumer"
+
+    def __init__(
+        self, spec: _ShareConsumerSpec, consumer: ShareConsumer, supervisor: KafkaSupervisor
+    ) -> None:
+        super().__init__(spec.name, supervisor)
+        self.spec = spec
+        self.consumer = consumer
+        self.closing = False
+
+    async def _work(self) -> None:
+        spec = self.spec
+        await self.consumer.process(
+            spec.handler, concurrency=spec.concurrency, max_failures=spec.max_failures
+        )
+
+    async def _close(self) -> None:
+        self.closing = True
+        await self.consumer.close()
+
+    def _health(self) -> tuple[str, str | None, int, float | None]:
+        task = self.task
+        if self.closing or self.failure is not None or (task is not None and task.done()):
+            state = "closed"
+        else:
+            state = "running"
+        return state, None, len(self.consumer.assignment), None
+
+    async def _wind_down(
+        self, task: asyncio.Task[None], drain_timeout_s: float, grace_s: float
+    ) -> None:
+        # close() stops handing out records (process() then waits for the handlers
+        # running), waits for those handlers, then releases what was acquired and not
+        # finished and leaves the group. Handlers still running after ``grace_s`` are
+        # cancelled: their records are released too, within the same close.
+        self.closing = True
+        outcomes = await gather_settled(
+            self.consumer.close(timeout=drain_timeout_s + grace_s),
+            self._await_handler(task, grace_s, "close began"),
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                self.supervisor.log.warning(
+                    "share consumer %r: close failed: %r", self.name, outcome
+                )
 
 
 class KafkaSupervisor:
@@ -280,6 +423,7 @@ class KafkaSupervisor:
             bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
         )
         common = dict(client_options or {})
+        self._client_options: dict[str, Any] = common  # what share consumers get
         self.producer_options: dict[str, Any] = {**common, **(producer_options or {})}
         self.consumer_options: dict[str, Any] = {**common, **(consumer_options or {})}
         self.drain_timeout_s = drain_timeout_s
@@ -287,11 +431,11 @@ class KafkaSupervisor:
         self.producer_close_timeout_s = producer_close_timeout_s
         # Validate the options now.
         Producer(bootstrap_servers=self.bootstrap_servers, **self.producer_options)
-        self._specs: list[_ConsumerSpec] = []
+        self._specs: list[_ConsumerSpec | _ShareConsumerSpec] = []
         self._state = "new"
         self._producer: Producer | None = None
         self._accepting = False
-        self._running: list[_RunningConsumer] = []
+        self._running: list[_Supervised] = []
         # The handlers' tasks (one per consumer), from startup to shutdown.
         self._scope = TaskScope(self.label)
 
@@ -382,7 +526,71 @@ class KafkaSupervisor:
 
         return decorate
 
-    def _add(self, spec: _ConsumerSpec) -> None:
+    def share_consumer(
+        self,
+        topics: Collection[str],
+        *,
+        group_id: str,
+        concurrency: int = 1,
+        max_failures: int | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> Callable[[ShareRecordHandler], ShareRecordHandler]:
+        """Decorate ``async def handler(record: ShareRecord) -> None`` to run it, for the
+        app's lifetime, on the records of ``topics`` in the share group ``group_id``
+        (KIP-932, Kafka 4.2+: Kafka as a job queue), through
+        :meth:`ShareConsumer.process`: up to ``concurrency`` records at once; a handler
+        that returns accepts its record, one that raises releases it (it is delivered
+        again, to any member) or, once its ``delivery_count`` has reached
+        ``max_failures``, rejects it. ``options`` are further
+        :class:`~aiostream_kafka.ShareConsumer` options (``acknowledgement_mode``,
+        ``max_prefetch_records``, ``auto_renew_locks``, deserializers...) over the
+        supervisor's ``client_options`` (``consumer_options`` are not used: they are
+        :class:`Consumer` options).
+
+        Supervised as the consumer handlers are: a :class:`ShareConsumer` that fails is
+        closed, logged and reported by the health probes, not restarted. On shutdown
+        it is closed: no more records are handed out, the handlers running get
+        ``handler_grace_s`` to finish (then they are cancelled), and every record
+        acquired and not finished is released (delivered again, to another member). Returns
+        the handler unchanged.
+
+        Raises:
+            ConfigError: no topic, an empty ``group_id``, ``concurrency`` < 1,
+                ``max_failures`` < 1, a name already taken, or an invalid share consumer
+                option.
+            TypeError: ``topics`` is a bare str.
+            RuntimeError: the supervisor has already started.
+        """
+        topic_list = tuple(_args.names(topics, "share_consumer"))
+        if not topic_list:
+            raise ConfigError("share_consumer() needs at least one topic")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if max_failures is not None and (
+            isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 1
+        ):
+            raise ConfigError(f"max_failures must be an int >= 1 or None, got {max_failures!r}")
+        merged: dict[str, Any] = {**self._client_options, **options}
+        ShareConsumer(bootstrap_servers=self.bootstrap_servers, group_id=group_id, **merged)
+
+        def decorate(handler: ShareRecordHandler) -> ShareRecordHandler:
+            self._add(
+                _ShareConsumerSpec(
+                    name=name or str(getattr(handler, "__name__", "share_consumer")),
+                    topics=topic_list,
+                    group_id=group_id,
+                    concurrency=concurrency,
+                    max_failures=max_failures,
+                    options=merged,
+                    handler=handler,
+                )
+            )
+            return handler
+
+        return decorate
+
+    def _add(self, spec: _ConsumerSpec | _ShareConsumerSpec) -> None:
         if self._state not in ("new", "stopped"):
             raise RuntimeError("consumers must be declared before the app starts")
         if any(s.name == spec.name for s in self._specs):
@@ -433,17 +641,10 @@ class KafkaSupervisor:
             await producer.start()
             self._accepting = True
             for spec in self._specs:
-                consumer = Consumer(
-                    bootstrap_servers=self.bootstrap_servers, group_id=spec.group_id, **spec.options
-                )
-                running = _RunningConsumer(spec, consumer, self)
-                self._running.append(running)  # from now on the shutdown closes it
-                await consumer.start()
-                if spec.topics:
-                    consumer.subscribe(spec.topics)
-                elif spec.pattern is not None:
-                    consumer.subscribe(pattern=spec.pattern)
-                running.start()
+                if isinstance(spec, _ShareConsumerSpec):
+                    await self._start_share_consumer(spec)
+                else:
+                    await self._start_consumer(spec)
         except BaseException:
             self.log.error("the %s failed to start; shutting down what started", self.label)
             await self._shutdown()
@@ -455,6 +656,29 @@ class KafkaSupervisor:
             len(self._running),
             self.bootstrap_servers,
         )
+
+    async def _start_consumer(self, spec: _ConsumerSpec) -> None:
+        consumer = Consumer(
+            bootstrap_servers=self.bootstrap_servers, group_id=spec.group_id, **spec.options
+        )
+        running = _RunningConsumer(spec, consumer, self)
+        self._running.append(running)  # from now on the shutdown closes it
+        await consumer.start()
+        if spec.topics:
+            consumer.subscribe(spec.topics)
+        elif spec.pattern is not None:
+            consumer.subscribe(pattern=spec.pattern)
+        running.start()
+
+    async def _start_share_consumer(self, spec: _ShareConsumerSpec) -> None:
+        consumer = ShareConsumer(
+            bootstrap_servers=self.bootstrap_servers, group_id=spec.group_id, **spec.options
+        )
+        running = _RunningShareConsumer(spec, consumer, self)
+        self._running.append(running)  # from now on the shutdown closes it
+        await consumer.start()
+        consumer.subscribe(spec.topics)
+        running.start()
 
     async def _shutdown(self) -> None:
         self._state = "stopping"
@@ -493,7 +717,19 @@ class KafkaSupervisor:
             KeyError: no consumer of that name has started.
         """
         for running in self._running:
-            if running.spec.name == name:
+            if isinstance(running, _RunningConsumer) and running.name == name:
+                return running.consumer
+        raise KeyError(name)
+
+    def get_share_consumer(self, name: str) -> ShareConsumer:
+        """The share consumer of the share-consumer handler ``name`` in the current (or
+        last) run.
+
+        Raises:
+            KeyError: no share consumer of that name has started.
+        """
+        for running in self._running:
+            if isinstance(running, _RunningShareConsumer) and running.name == name:
                 return running.consumer
         raise KeyError(name)
 
@@ -513,7 +749,7 @@ class KafkaSupervisor:
         statuses = self._consumer_statuses()
         reasons: list[str] = []
         if self._state in ("starting", "running"):
-            reasons = [f"consumer {s.name!r}: {s.error}" for s in statuses if s.error is not None]
+            reasons = [f"{s.kind} {s.name!r}: {s.error}" for s in statuses if s.error is not None]
         return HealthReport(not reasons, self._state, tuple(reasons), statuses)
 
     def readiness(self) -> HealthReport:

@@ -22,7 +22,7 @@ import httpx
 from helpers import eventually
 from producer_oracle import read_all
 
-from aiostream_kafka import Admin, Producer
+from aiostream_kafka import Admin, Producer, TopicPartition
 from aiostream_kafka.serde import json_serializer
 from aiostream_kafka.testing import KafkaCluster
 
@@ -61,7 +61,7 @@ async def _committed_total(bootstrap: str, group: str) -> int:
 def test_every_example_is_covered() -> None:
     tested = {
         "quickstart_producer.py", "quickstart_consumer.py", "partitioned_processing.py",
-        "batched_commits.py", "fastapi_app.py", "demo.py",
+        "batched_commits.py", "fastapi_app.py", "demo.py", "share_worker.py",
     }  # fmt: skip
     # Helpers start with "_"; the Spark examples have their own tests.
     examples = {p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith(("_", "spark"))}
@@ -130,6 +130,28 @@ async def test_demo_with_few_records(kafka_cluster: KafkaCluster) -> None:
     )  # fmt: skip
     assert "produced 3,000 records" in out and "consumed 3,000 records" in out
     assert "duplicates: 0, out of order within a partition: 0, missing: 0" in out
+
+
+async def test_share_worker(kafka_cluster: KafkaCluster) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    out = await run_example(
+        "share_worker.py", "--bootstrap-servers", bootstrap, "--jobs", "100",
+        "--workers", "2", "--concurrency", "4",
+    )  # fmt: skip
+    queued = re.search(r"^queued 100 jobs on (\S+)$", out, re.M)
+    assert queued, out
+    # Jobs 0, 10, ..., 90 fail once and are done when they come again; job 13 never works.
+    assert re.search(r"^done 99 jobs: worker-1 \d+, worker-2 \d+$", out, re.M), out
+    assert "retried and done: 10 jobs" in out, out
+    assert "rejected: [13] after 3 deliveries" in out, out
+    group = f"{queued.group(1)}-workers"
+    async with Admin(bootstrap) as admin:
+
+        async def lag() -> dict[TopicPartition, int]:
+            return await admin.share_group_lag(group)
+
+        # Every job is accepted or rejected: nothing left for the group.
+        await eventually(lag, lambda lags: len(lags) == 2 and set(lags.values()) == {0}, 30)
 
 
 def _free_port() -> int:
