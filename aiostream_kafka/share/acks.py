@@ -12,7 +12,8 @@ broker can complete the range.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from aiostream_kafka.structs import Record, ShareRecord, TopicPartition
 
@@ -79,14 +80,17 @@ class PendingAcks:
     records (acknowledgements go to that session) and partition. A later type for an
     offset replaces an earlier one."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._by_node: dict[int, dict[TopicPartition, dict[int, int]]] = {}
+        self._since: dict[int, float] = {}  # when the oldest waiting for a node came
+        self._clock = clock
 
     def add(self, node: int, tp: TopicPartition, offset: int, kind: int) -> None:
         """Note ``kind`` for ``offset`` of ``tp``, acquired through ``node``'s session."""
         parts = self._by_node.get(node)
         if parts is None:
             parts = self._by_node[node] = {}
+            self._since[node] = self._clock()
         offsets = parts.get(tp)
         if offsets is None:
             offsets = parts[tp] = {}
@@ -100,8 +104,14 @@ class PendingAcks:
         """The partitions with acknowledgements waiting for ``node``."""
         return {tp for tp, acks in self._by_node.get(node, {}).items() if acks}
 
+    def waiting_since(self, node: int) -> float | None:
+        """When the oldest acknowledgement waiting for ``node`` came (the clock's time),
+        or None."""
+        return self._since.get(node) if node in self._by_node else None
+
     def take(self, node: int) -> dict[TopicPartition, dict[int, int]]:
         """Remove and return what waits for ``node``."""
+        self._since.pop(node, None)
         taken = self._by_node.pop(node, {})
         return {tp: acks for tp, acks in taken.items() if acks}
 

@@ -114,6 +114,9 @@ _RENEW = int(AcknowledgeType.RENEW)
 _FINAL = (int(AcknowledgeType.ACCEPT), int(AcknowledgeType.REJECT))
 _DEFAULT_LOCK_S = 30.0  # the broker's default, until its first answer says
 _UNCONFIRMED_MAX = 100_000  # settlements kept for records that may come back
+# How long acknowledgements wait for a ShareFetch to their leader to ride on before they
+# go alone in a ShareAcknowledge (a separate request would hold the leader's one slot).
+_ACK_LINGER_S = 0.1
 
 Key = tuple[TopicPartition, int]
 Handler = Callable[[ShareRecord], Awaitable[object]]
@@ -134,15 +137,19 @@ class _Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-@dataclass(slots=True)
-class _Held:
-    """A record acquired and not handed out yet."""
+@dataclass(slots=True, eq=False)
+class _Chunk:
+    """Records of one partition acquired by one ShareFetch and not all handed out yet
+    (``records[pos:]``); ``size``: their keys' and values' bytes, counted until the
+    chunk is drained."""
 
-    record: ShareRecord
-    key: Key
+    records: list[ShareRecord]
+    tp: TopicPartition
     node: int
     generation: int
+    deadline: float  # the lock's end, on the loop clock
     size: int
+    pos: int = 0
 
 
 @dataclass(slots=True)
@@ -227,15 +234,16 @@ class ShareConsumer:
         )
         self._scope = TaskScope(f"share consumer {group_id}", on_fail=self._crashed)
         self._sessions: dict[int, _Session] = {}
-        self._buffer: deque[_Held] = deque()
+        self._buffer: deque[_Chunk] = deque()
         self._buffer_bytes = 0
+        self._held = 0  # records in the buffer not handed out
         self._asked = 0  # records asked for by ShareFetch requests in flight
         self._demand = Demand(max_prefetch_records)
         self._lock_s = _DEFAULT_LOCK_S
         # Handed out and not acknowledged yet, with the session holding each.
         self._delivered: dict[Key, _Out] = {}
-        self._pending = PendingAcks()
-        self._renews = PendingAcks()  # RENEW acknowledgements due (sent apart)
+        self._pending = PendingAcks(self._now)
+        self._renews = PendingAcks(self._now)  # RENEW acknowledgements due (sent apart)
         self._renewing: set[Key] = set()
         # ACCEPT / REJECT made for records whose session was lost before the broker
         # confirmed them: applied at once if the record comes back to this member.
@@ -313,6 +321,14 @@ class ShareConsumer:
     def member_id(self) -> str:
         """This member's id in the share group (made by the client)."""
         return self._membership.member_id
+
+    @property
+    def unconfirmed_acknowledgements(self) -> int:
+        """ACCEPTs and REJECTs this member made that no broker confirmed (their share
+        session was lost first). Kept (up to 100,000): while this member runs, each of
+        those records that comes back to it is settled again at once; once it closes, they
+        are delivered again to any member. 0 in steady state."""
+        return len(self._unconfirmed)
 
     async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
         """Send the pending acknowledgements, release what was acquired and not handed
@@ -423,6 +439,9 @@ class ShareConsumer:
             self._remember({key[0]: {key[1]: int(kind)}})
             self._report(key[0], _session_lost(out.node, "before the acknowledgement"), 1)
 
+    def _now(self) -> float:
+        return self._loop_time()
+
     def _live(self, node: int, generation: int) -> bool:
         session = self._sessions.get(node)
         return session is not None and session.generation == generation
@@ -483,11 +502,13 @@ class ShareConsumer:
         """RELEASE what was acquired and not handed out, and what was handed out and not
         acknowledged (the loop did not finish it): delivered again, never accepted."""
         while self._buffer:
-            held = self._buffer.popleft()
-            if self._live(held.node, held.generation):
-                tp, offset = held.key
-                self._pending.add(held.node, tp, offset, int(AcknowledgeType.RELEASE))
-        self._buffer_bytes = 0
+            chunk = self._buffer.popleft()
+            if self._live(chunk.node, chunk.generation):
+                for record in chunk.records[chunk.pos :]:
+                    self._pending.add(
+                        chunk.node, chunk.tp, record.offset, int(AcknowledgeType.RELEASE)
+                    )
+        self._buffer_bytes = self._held = 0
         for key in list(self._delivered):
             self._settle(key, AcknowledgeType.RELEASE)
 
@@ -652,10 +673,11 @@ class ShareConsumer:
         session.epoch = 0
         session.partitions = set()
         session.generation += 1
-        kept = deque(h for h in self._buffer if h.node != session.node)
+        kept = deque(c for c in self._buffer if c.node != session.node)
         if len(kept) != len(self._buffer):
             self._buffer = kept
-            self._buffer_bytes = sum(h.size for h in kept)
+            self._buffer_bytes = sum(c.size for c in kept)
+            self._held = sum(len(c.records) - c.pos for c in kept)
         # Records handed out and not acknowledged stay in _delivered: an ACCEPT / REJECT
         # of one is kept for its return (it is bound to the new session if it comes back
         # while still being processed).
@@ -699,7 +721,7 @@ class ShareConsumer:
                 renewing = self._renews.nodes()
                 room = 0
                 if self._buffer_bytes < self.config.max_prefetch_bytes:
-                    room = self._demand.room(len(self._buffer) + self._asked)
+                    room = self._demand.room(self._held + self._asked)
                 fetching = [n for n in ready if n not in renewing] if room > 0 else []
                 for n in fetching:
                     share = max(1, room // len(fetching))
@@ -712,7 +734,16 @@ class ShareConsumer:
                     self._asked += share
                     task.add_done_callback(functools.partial(self._unask, share))
                     inflight[n] = task
+                # Acknowledgements ride on the next ShareFetch to their leader; they go
+                # alone when renewals are due, when no fetch goes there, or once they
+                # waited _ACK_LINGER_S (a full buffer, a slow application).
+                linger_until: list[float] = []
                 for n in sorted((self._pending.nodes() | renewing) - set(inflight)):
+                    since = self._pending.waiting_since(n)
+                    if n not in renewing and n in plan and since is not None:
+                        if now < since + _ACK_LINGER_S:
+                            linger_until.append(since + _ACK_LINGER_S)
+                            continue
                     if retry_at.get(n, 0) <= now:
                         inflight[n] = self._scope.spawn(
                             self._acknowledge(n, final=False),
@@ -726,6 +757,7 @@ class ShareConsumer:
                 else:
                     metadata_backoff.reset()
                 waits = [t - now for n, t in retry_at.items() if n not in inflight and t > now]
+                waits += [t - now for t in linger_until]
                 if waits:
                     delay = min([*waits, *([] if delay is None else [delay])])
                 await self._wait(inflight, delay)
@@ -947,19 +979,25 @@ class ShareConsumer:
                     self._pending.add(node, tp, offset, GAP_TYPE)
                 known = self._known(tp)
                 generation = session.generation
-                buffer = self._buffer
+                if known:
+                    acquired = [
+                        r
+                        for r in acquired
+                        if r.offset not in known
+                        or not self._rebind((tp, r.offset), r, node, generation)
+                    ]
+                if not acquired:
+                    continue
+                size = 0
                 for record in acquired:
-                    offset = record.offset
-                    key = (tp, offset)
-                    if offset in known and self._rebind(key, record, node, generation):
-                        continue
                     value, rkey = record.value, record.key
-                    size = (len(value) if type(value) is bytes else _size(value)) + (
+                    size += (len(value) if type(value) is bytes else _size(value)) + (
                         0 if rkey is None else _size(rkey)
                     )
-                    buffer.append(_Held(record, key, node, generation, size))
-                    self._buffer_bytes += size
-                    added += 1
+                self._buffer.append(_Chunk(acquired, tp, node, generation, deadline, size))
+                self._buffer_bytes += size
+                self._held += len(acquired)
+                added += len(acquired)
         if added:
             self.records_acquired += added
             self._ready.set()
@@ -1022,21 +1060,33 @@ class ShareConsumer:
         """The next record held whose session is alive and whose lock has not ended,
         now handed out; None when none is held. (The iterator's fast path: no await.)"""
         buffer = self._buffer
-        sessions = self._sessions
         while buffer:
-            held = buffer.popleft()
-            self._buffer_bytes -= held.size
-            self._wake.set()  # room: the fetch loop may acquire more
-            session = sessions.get(held.node)
-            if session is None or session.generation != held.generation:
-                continue  # its session was lost: the broker released it already
-            record = held.record
+            chunk = buffer[0]
+            left = len(chunk.records) - chunk.pos
             now = self._loop_time()
-            if record.lock_deadline and record.lock_deadline <= now:
-                self.records_expired += 1  # the broker gave it back already
+            session = self._sessions.get(chunk.node)
+            if left <= 0 or session is None or session.generation != chunk.generation:
+                # drained, or its session was lost (the broker released the records)
+                buffer.popleft()
+                self._buffer_bytes -= chunk.size
+                self._held -= left
+                self._wake.set()  # room: the fetch loop may acquire more
                 continue
+            if chunk.deadline <= now:  # the broker gave them back already
+                buffer.popleft()
+                self._buffer_bytes -= chunk.size
+                self._held -= left
+                self.records_expired += left
+                self._wake.set()
+                continue
+            record = chunk.records[chunk.pos]
+            chunk.pos += 1
+            self._held -= 1
+            if self._held * 2 <= self._demand.target:
+                self._wake.set()  # room: the fetch loop may acquire more
             self._demand.took(now, waited=waited, lock_s=self._lock_s)
-            out = self._delivered[held.key] = _Out(record, held.key, held.node, held.generation)
+            key = (chunk.tp, record.offset)
+            out = self._delivered[key] = _Out(record, key, chunk.node, chunk.generation)
             self.records_delivered += 1
             return out
         return None
@@ -1055,6 +1105,7 @@ class ShareConsumer:
                         out = await self._take()
                     except StopAsyncIteration:
                         return
+
                 record = out.record
                 key = out.key
                 if self._implicit:
