@@ -145,8 +145,10 @@ async def test_broker_bounces_lose_no_acknowledgement(three_brokers: KafkaCluste
                     fresh.append(record)
     offsets = {(r.partition, r.offset) for r in fresh}
     logging.getLogger(__name__).warning(
-        "share bounce: a fresh member got %d records; %d settlements were unconfirmed",
-        len(fresh), len(unconfirmed),
+        "share bounce: a fresh member got %d records (delivery counts %s, partitions %s); "
+        "%d settlements were unconfirmed",
+        len(fresh), dict(Counter(r.delivery_count for r in fresh)),
+        dict(Counter(r.partition for r in fresh)), len(unconfirmed),
     )  # fmt: skip
     assert len(offsets) == len(fresh)
     assert offsets <= unconfirmed, sorted(offsets - unconfirmed)[:20]

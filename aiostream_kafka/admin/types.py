@@ -291,10 +291,11 @@ class SharePartitionOffsetInfo:
     deliveries); records from it on are available, acquired by a member, or already
     acknowledged ahead of it (measured on Kafka 4.3.1, it moves only when the share
     coordinator persists the partition's state, so it can stay behind records already
-    accepted: 5 with offsets 0-9 done; ``lag`` counts what is not done). ``leader_epoch`` is None when the broker does not
-    say. ``lag`` is the broker's count of the records from the start offset to the high
-    watermark not yet done with (DescribeShareGroupOffsets v1, Kafka 4.2+); None when the
-    broker does not give it (older brokers; a start offset past the high watermark).
+    accepted: 5 with offsets 0-9 done; ``lag`` counts what is not done). ``leader_epoch``
+    is None when the broker does not say. ``lag`` is the broker's count of the records
+    from the start offset to the high watermark not yet done with
+    (DescribeShareGroupOffsets v1, Kafka 4.2+); None when the broker does not give it
+    (older brokers; a start offset past the high watermark).
     """
 
     start_offset: int

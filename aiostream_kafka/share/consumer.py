@@ -248,6 +248,8 @@ class ShareConsumer:
         # ACCEPT / REJECT made for records whose session was lost before the broker
         # confirmed them: applied at once if the record comes back to this member.
         self._unconfirmed: OrderedDict[Key, int] = OrderedDict()
+        # To send again (_resend): per partition, units sent one per request.
+        self._resends: dict[TopicPartition, list[dict[int, int]]] = {}
         # Acknowledgement failures since the last commit(), which raises them.
         self._ack_errors: dict[TopicPartition, KafkaError] = {}
         self._fatal: KafkaError | None = None
@@ -270,6 +272,7 @@ class ShareConsumer:
         self.records_expired = 0  # dropped from the buffer: their lock ended first
         self.records_resettled = 0  # came back after a lost session, settled from memory
         self.locks_renewed = 0
+        self.acknowledgements_recovered = 0  # applied in a new session after a lost one
         self.fetches = 0
         self.acknowledgements_sent = 0
         self.handler_failures = 0
@@ -478,16 +481,21 @@ class ShareConsumer:
                     self.config.group_id, count, tp.topic, tp.partition, error)  # fmt: skip
         self._ack_errors[tp] = error
 
-    def _remember(self, acks: dict[TopicPartition, dict[int, int]]) -> None:
+    def _remember(self, acks: dict[TopicPartition, dict[int, int]], *, resend: bool = True) -> None:
         """Keep the ACCEPT / REJECT of ``acks`` (not confirmed by a live session) for
-        records that may come back to this member (bounded: the oldest go first)."""
+        records that may come back to this member (bounded: the oldest go first), and
+        (``resend``) send them again in the leader's next session."""
+        if resend:
+            self._queue_resend(acks)
         for tp, offsets in acks.items():
             for offset, kind in offsets.items():
                 if kind in _FINAL:
                     self._unconfirmed[(tp, offset)] = kind
                     self._unconfirmed.move_to_end((tp, offset))
         while len(self._unconfirmed) > _UNCONFIRMED_MAX:
-            self._unconfirmed.popitem(last=False)
+            (tp, offset), _ = self._unconfirmed.popitem(last=False)
+            for unit in self._resends.get(tp, ()):
+                unit.pop(offset, None)
 
     def _lost(self, acks: dict[TopicPartition, dict[int, int]], node: int, why: str) -> None:
         """``acks`` did not reach (or were not confirmed by) ``node``'s session, which is
@@ -543,17 +551,9 @@ class ShareConsumer:
     ) -> bool:
         epoch = _CLOSE_SESSION if final else session.epoch
         ids = self._topic_ids()
-        topics: dict[str, list[ShareAcknowledgeRequest.AcknowledgePartition]] = {}
-        for tp, offsets in sorted(acks.items()):
-            if tp.topic not in ids:
-                self._report(tp, KafkaError(f"topic {tp.topic!r} has no known id"), len(offsets))
-                continue
-            topics.setdefault(tp.topic, []).append(
-                ShareAcknowledgeRequest.AcknowledgePartition(
-                    partition_index=tp.partition,
-                    acknowledgement_batches=_ack_batches(ShareAcknowledgeRequest, offsets),
-                )
-            )
+        for tp in [tp for tp in acks if tp.topic not in ids]:
+            offsets = acks.pop(tp)
+            self._report(tp, KafkaError(f"topic {tp.topic!r} has no known id"), len(offsets))
         loop = asyncio.get_running_loop()
         try:
             conn = await self._cluster.connection(node, Lane.FETCH)
@@ -562,16 +562,7 @@ class ShareConsumer:
                 self._renew_unavailable(f"broker {node} has ShareAcknowledge v{version} only")
                 acks = _without_renewals(acks)
                 renewed = set()
-            request = ShareAcknowledgeRequest(
-                group_id=self.config.group_id,
-                member_id=self._membership.member_id,
-                share_session_epoch=epoch,
-                is_renew_ack=bool(renewed),
-                topics=[
-                    ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=ids[t], partitions=p)
-                    for t, p in topics.items()
-                ],
-            )
+            request = self._ack_request(acks, ids, epoch, renew=bool(renewed))
             sent_at = loop.time()
             response = await conn.request(request, version=version)
         except (NetworkError, KafkaTimeoutError) as exc:
@@ -610,6 +601,97 @@ class ShareConsumer:
                 self.locks_renewed += 1
         return True
 
+    def _ack_request(
+        self,
+        acks: dict[TopicPartition, dict[int, int]],
+        ids: dict[str, Any],
+        epoch: int,
+        *,
+        renew: bool = False,
+    ) -> ShareAcknowledgeRequest:
+        """A ShareAcknowledge of ``acks`` (their topics all in ``ids``) at ``epoch``."""
+        topics: dict[str, list[ShareAcknowledgeRequest.AcknowledgePartition]] = {}
+        for tp, offsets in sorted(acks.items()):
+            topics.setdefault(tp.topic, []).append(
+                ShareAcknowledgeRequest.AcknowledgePartition(
+                    partition_index=tp.partition,
+                    acknowledgement_batches=_ack_batches(ShareAcknowledgeRequest, offsets),
+                )
+            )
+        return ShareAcknowledgeRequest(
+            group_id=self.config.group_id,
+            member_id=self._membership.member_id,
+            share_session_epoch=epoch,
+            is_renew_ack=renew,
+            topics=[
+                ShareAcknowledgeRequest.AcknowledgeTopic(topic_id=ids[t], partitions=p)
+                for t, p in topics.items()
+            ],
+        )  # fmt: skip
+
+    async def _resend(self, node: int, acks: dict[TopicPartition, dict[int, int]]) -> bool:
+        """Send again, in ``node``'s new session, the ACCEPT / REJECT whose session was
+        lost before a broker confirmed them (alone: a partition's acknowledgements are
+        applied all or none). Where this member still holds the records (a session lost
+        to a timeout, the same leader) they apply now; where the broker answers that it
+        does not (a new leader loaded them as available), they stay kept for the records'
+        return. Returns False after a network or broker error (they are queued again)."""
+        session = self._session(node)
+        async with session.lock:
+            ids = self._topic_ids()
+            acks = {tp: offs for tp, offs in acks.items() if tp.topic in ids}
+            if session.epoch == 0 or not acks:
+                self._queue_resend(acks)
+                return True
+            try:
+                conn = await self._cluster.connection(node, Lane.FETCH)
+                request = self._ack_request(acks, ids, session.epoch)
+                response = await conn.request(request)
+            except (NetworkError, KafkaTimeoutError) as exc:
+                self._reset(session, f"ShareAcknowledge failed: {exc}")
+                self._queue_resend(acks)
+                return False
+            assert isinstance(response, ShareAcknowledgeResponse)
+            if response.error_code:
+                self._reset(session, f"ShareAcknowledge: error {response.error_code}")
+                self._queue_resend(acks)
+                return False
+            session.epoch = _next_epoch(session.epoch)
+            names = {v: k for k, v in ids.items()}
+            refused = {
+                TopicPartition(names[t.topic_id], p.partition_index)
+                for t in response.responses
+                if t.topic_id in names
+                for p in t.partitions
+                if p.error_code
+            }
+            for tp, offsets in acks.items():
+                if tp in refused:
+                    # All or none per partition: one record this member no longer holds
+                    # refuses the rest. Halves go again until each refusal is one record
+                    # (kept: settled at once if it comes back here).
+                    if len(offsets) > 1:
+                        ordered = sorted(offsets)
+                        half = len(ordered) // 2
+                        units = self._resends.setdefault(tp, [])
+                        units.append({o: offsets[o] for o in ordered[:half]})
+                        units.append({o: offsets[o] for o in ordered[half:]})
+                    continue
+                for offset in offsets:
+                    self._unconfirmed.pop((tp, offset), None)
+                self.acknowledgements_recovered += len(offsets)
+            log.info("share group %s: %d acknowledgements of lost sessions applied in a new "
+                     "session with broker %d (%d partitions refused them)", self.config.group_id,
+                     sum(len(o) for tp, o in acks.items() if tp not in refused), node,
+                     len(refused))  # fmt: skip
+            return True
+
+    def _queue_resend(self, acks: dict[TopicPartition, dict[int, int]]) -> None:
+        for tp, offsets in acks.items():
+            final = {o: k for o, k in offsets.items() if k in _FINAL}
+            if final:
+                self._resends.setdefault(tp, []).append(final)
+
     def _partition_errors(
         self,
         responses: Sequence[Any],
@@ -638,7 +720,9 @@ class ShareConsumer:
                 message = getattr(part, "acknowledge_error_message", None) or part.error_message
                 error = broker_error(code, f"acknowledge to broker {node}", message)
                 offsets = acks[tp]
-                self._remember({tp: offsets})
+                # A moved leader: try again in its session; any other refusal (the
+                # records are not this member's any more): keep them for their return.
+                self._remember({tp: offsets}, resend=code in _STALE_METADATA)
                 counted = sum(1 for k in offsets.values() if k != _RENEW)
                 if counted:
                     self._report(tp, error, counted)
@@ -718,11 +802,34 @@ class ShareConsumer:
                 plan = await self._plan(assigned) if assigned else {}
                 now = loop.time()
                 ready = [n for n in sorted(plan) if n not in inflight and retry_at.get(n, 0) <= now]
+                # Settlements of lost sessions go again once the leader's new session is
+                # open (the first ShareFetch there opens it).
+                for n, tps in plan.items():
+                    if n in inflight or retry_at.get(n, 0) > now:
+                        continue
+                    if self._session(n).epoch == 0:
+                        continue
+                    due: dict[TopicPartition, dict[int, int]] = {}
+                    for tp in tps & self._resends.keys():
+                        units = self._resends[tp]
+                        while units and not due.get(tp):
+                            due[tp] = units.pop(0)
+                        if not units:
+                            del self._resends[tp]
+                    due = {tp: offs for tp, offs in due.items() if offs}
+                    if due:
+                        inflight[n] = self._scope.spawn(
+                            self._resend(n, due),
+                            name=f"share consumer {self.config.group_id} resend {n}",
+                            crash=Crash.AWAITED,
+                        )  # fmt: skip
                 renewing = self._renews.nodes()
                 room = 0
                 if self._buffer_bytes < self.config.max_prefetch_bytes:
                     room = self._demand.room(self._held + self._asked)
-                fetching = [n for n in ready if n not in renewing] if room > 0 else []
+                fetching = [n for n in ready if n not in renewing and n not in inflight]
+                if room <= 0:
+                    fetching = []
                 for n in fetching:
                     share = max(1, room // len(fetching))
                     room_bytes = self.config.max_prefetch_bytes - self._buffer_bytes
@@ -1029,6 +1136,8 @@ class ShareConsumer:
             return True
         kind = self._unconfirmed.pop(key, None)
         if kind is not None:
+            for unit in self._resends.get(key[0], ()):
+                unit.pop(key[1], None)
             self._pending.add(node, key[0], key[1], kind)
             self.records_resettled += 1
             return True
@@ -1263,8 +1372,9 @@ def _ack_batches(message: Any, offsets: dict[int, int]) -> list[Any]:
 
 def _session_lost(node: int, why: str) -> NetworkError:
     error = NetworkError(
-        f"the share session with broker {node} was lost ({why}); the broker released these "
-        "records and delivers them again (to this member they are settled as acknowledged)"
+        f"the share session with broker {node} was lost ({why}); they are sent again in the "
+        "leader's next session, and a record that comes back to this member is settled as "
+        "acknowledged; a record the broker released meanwhile may go to another member"
     )
     error.retriable = True
     return error
