@@ -32,6 +32,7 @@ at the bound still makes progress.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Collection, Hashable, Iterable
 from typing import Literal, Protocol
@@ -290,12 +291,14 @@ class ProcessScheduler:
             lanes = list(blocked)
         else:
             lowest = part.offered[0]
-            room = runs_that_fit(part.top - lowest + 1) - part.runs - part.running
-            lanes = list(blocked)[: max(0, room)]
-            for lane in blocked:
+            lanes = []
+            for lane in blocked:  # first: what the committable offset waits for
                 if lane.entries and lane.entries[0].offset == lowest:
                     lanes.append(lane)
                     break
+            room = runs_that_fit(part.top - lowest + 1) - part.runs - part.running
+            if room > 0:
+                lanes.extend(itertools.islice(blocked, room))
         for lane in lanes:
             if blocked.pop(lane, 0) is None:
                 self._ready.append(lane)  # still marked queued
@@ -329,7 +332,9 @@ class ProcessScheduler:
         revoked: set[int] = set()
         for tp in tps:
             part = self._parts.get(tp)
-            if part is None or part.revoked:
+            if part is None:  # nothing offered yet: a fetch racing the revoke is dropped too
+                part = self._parts[tp] = _Partition()
+            if part.revoked:
                 continue
             part.revoked = True
             part.waiting = 0
