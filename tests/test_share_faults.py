@@ -35,11 +35,11 @@ from pathlib import Path
 
 import pytest
 from helpers import eventually
+from test_share_consumer import _group
 
 import aiostream_kafka
 from aiostream_kafka import AcknowledgeType, Producer, ShareConsumer, ShareRecord
 from aiostream_kafka.admin import Admin
-from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
 from aiostream_kafka.structs import TopicPartition
 from aiostream_kafka.testing import KafkaCluster
 
@@ -51,25 +51,6 @@ HEARTBEAT_MS = 200
 # Names of the tasks a ShareConsumer runs (its scope, its membership's, its close).
 _TASK_PREFIXES = ("share consumer", "share group", "closing the share consumer")
 _UNHANDLED = ("never retrieved", "was destroyed but it is pending")
-
-
-async def _group(bootstrap: str, **extra: str) -> str:
-    """A fresh share group id, configured (earliest, short heartbeat, ``extra``)."""
-    group = f"share-faults-{uuid.uuid4().hex[:10]}"
-    settings = {
-        "share.auto.offset.reset": "earliest",
-        "share.heartbeat.interval.ms": str(HEARTBEAT_MS),
-        **extra,
-    }
-    async with Admin(bootstrap_servers=bootstrap) as admin:
-        await admin.incremental_alter_configs(
-            {
-                ConfigResource(ConfigResourceType.GROUP, group): [
-                    AlterConfigOp(k, v) for k, v in settings.items()
-                ]
-            }
-        )
-    return group
 
 
 async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:

@@ -566,10 +566,7 @@ class ShareConsumer:
             sent_at = loop.time()
             response = await conn.request(request, version=version)
         except (NetworkError, KafkaTimeoutError) as exc:
-            self._reset(session, f"ShareAcknowledge failed: {exc}")
-            self._lost(acks, node, str(exc))
-            self._refresh_metadata = True
-            return False
+            return self._request_failed(session, "ShareAcknowledge", exc, acks)
         assert isinstance(response, ShareAcknowledgeResponse)
         count = sum(1 for offs in acks.values() for k in offs.values() if k != _RENEW)
         log.debug("share group %s: ShareAcknowledge to %d epoch %d: %d acks, %d renewals -> %d",
@@ -732,6 +729,21 @@ class ShareConsumer:
                 if code in _STALE_METADATA:
                     self._refresh_metadata = True
         return failed
+
+    def _request_failed(
+        self,
+        session: _Session,
+        what: str,
+        exc: KafkaError,
+        acks: dict[TopicPartition, dict[int, int]],
+    ) -> bool:
+        """A request of ``session`` got no answer: the session is lost, the
+        acknowledgements it carried are reported and kept, the leaders looked up again.
+        Returns False (the loop backs off)."""
+        self._reset(session, f"{what} failed: {exc}")
+        self._lost(acks, session.node, str(exc))
+        self._refresh_metadata = True
+        return False
 
     def _renew_unavailable(self, why: str) -> None:
         if self._renew_ok:
@@ -1017,10 +1029,7 @@ class ShareConsumer:
                 sent_at = loop.time()
                 response = await conn.request(request, version=version, timeout_ms=timeout_ms)
             except (NetworkError, KafkaTimeoutError) as exc:
-                self._reset(session, f"ShareFetch failed: {exc}")
-                self._lost(acks, node, str(exc))
-                self._refresh_metadata = True
-                return False
+                return self._request_failed(session, "ShareFetch", exc, acks)
             assert isinstance(response, ShareFetchResponse)
             self.fetches += 1
             if response.error_code:
