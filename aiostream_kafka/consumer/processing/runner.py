@@ -83,6 +83,8 @@ class ProcessRun:
         self._commit_timeout_s = commit_timeout_s
         self._scope = TaskScope("consumer process()")
         self._tasks: dict[asyncio.Task[None], tuple[Record, Hand | None]] = {}
+        # Handlers cancelled because their partition was forgotten.
+        self._abandoned: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._error: BaseException | None = None
         self._ended = asyncio.Event()  # the puller ended, or a handler failed
@@ -130,6 +132,7 @@ class ProcessRun:
                 log.warning("process(): the handler of %s[%d]@%d still runs after its "
                             "partition was revoked: cancelled, not committed",
                             record.topic, record.partition, record.offset)  # fmt: skip
+                self._abandoned.add(task)
                 task.cancel()
         self._room.set()
 
@@ -240,8 +243,11 @@ class ProcessRun:
 
     def _end(self, record: Record, hand: Hand | None, finished: bool) -> None:
         task = asyncio.current_task()
+        abandoned = False
         if task is not None:
             self._tasks.pop(task, None)
+            abandoned = task in self._abandoned
+            self._abandoned.discard(task)
         tp = TopicPartition(record.topic, record.partition)
         if finished:
             self._sched.done(record)
@@ -252,11 +258,7 @@ class ProcessRun:
                 self._since += 1
                 if self._since >= self._every:
                     self._request_commit()
-        elif (
-            tp not in self._revoking
-            and self._group is not None
-            and (tp not in self._group.coordinator.owned)
-        ):
+        elif abandoned:
             # Cancelled after its partition was forgotten: free its slot (its partition's
             # bookkeeping is gone, so nothing is committed for it).
             self._sched.done(record)
