@@ -48,6 +48,8 @@ from .group import (
 from .iterators import BatchStream, PartitionedStream, RecordStream, batch_stream, record_stream
 from .positions import EARLIEST, LATEST, OffsetAndTimestamp, lookup_offsets
 from .prefetch import FetchMetrics
+from .processing.runner import Handler, ProcessRun
+from .processing.scheduler import Ordering, ProcessScheduler
 
 __all__ = ["Consumer"]
 
@@ -97,6 +99,7 @@ class Consumer(ConsumerConstructor):
         self._group: ConsumerGroup | None = None
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
+        self._processing = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -354,6 +357,97 @@ class Consumer(ConsumerConstructor):
             group.drop_hand(hand)
             if since:
                 group.request_commit()
+
+    async def process(
+        self,
+        handler: Handler,
+        *,
+        concurrency: int = 64,
+        ordering: Ordering = "key",
+        every: int = 1000,
+        within_s: float = 5.0,
+        handler_timeout_s: float | None = None,
+        on_error: str = "raise",
+    ) -> None:
+        """Run ``await handler(record)`` for the records of :meth:`stream`, up to
+        ``concurrency`` at once, until the consumer is closed (or drained); returns then.
+
+        ``ordering``: ``"key"`` (the default): records of one key of a topic run one
+        after another in offset order, different keys side by side; records with a null
+        key go one after another per partition. ``"partition"``: one record at a time
+        per partition. ``"none"``: any record may run beside any other.
+
+        With a group (:meth:`subscribe`), commits never skip a record: per partition the
+        committed offset is the first record whose handler has not finished, and the
+        offsets finished beyond it are kept in the commit's metadata, so a consumer of the
+        group started after a restart skips them. Commits run in the background every
+        ``every`` finished records or ``within_s`` seconds, before a partition is revoked
+        (the revocation waits, up to half the rebalance timeout ``max_poll_interval_ms``,
+        for the partition's running handlers; one still running then is cancelled and its
+        record not committed) and when ``process()`` stops. Without a group nothing is
+        committed. At most ``4 * concurrency`` records wait for their turn; beyond that no
+        more are taken, so fetching pauses.
+
+        ``handler_timeout_s`` (None: no limit): a handler running longer is cancelled and
+        counts as failed with :class:`TimeoutError`. ``on_error``: only ``"raise"`` for
+        now: a handler that raises stops ``process()``: no more records start, the
+        running handlers are waited for (as long as a revocation would), what finished is
+        committed (never past the failed record in its partition), then the handler's
+        exception is raised. Records taken and not finished are read again from the
+        commit by the group's next owner: close the consumer after ``process()`` raised.
+        Cancelling ``process()`` cancels the running handlers, commits what finished and
+        re-raises :class:`asyncio.CancelledError`.
+
+        Raises:
+            ConfigError: ``on_error`` other than ``"raise"``, ``enable_auto_commit``
+                (it commits what was handed out, past running handlers), an unknown
+                ``ordering``, or ``concurrency``/``every``/``within_s`` not positive.
+            ConsumerStateError: not started, or a ``process()`` of this consumer runs.
+            Exception: what the handler raised (or :class:`TimeoutError`).
+            KafkaError: as :meth:`stream` raises (the consumer failed).
+        """
+        if on_error != "raise":
+            raise ConfigError(
+                f'on_error={on_error!r}: only "raise" is supported by process() for now'
+            )
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if ordering not in ("key", "partition", "none"):
+            raise ConfigError(f'ordering must be "key", "partition" or "none", got {ordering!r}')
+        if every <= 0 or within_s <= 0:
+            raise ConfigError(f"every and within_s must be positive, got {every}, {within_s}")
+        if handler_timeout_s is not None and handler_timeout_s <= 0:
+            raise ConfigError(f"handler_timeout_s must be positive, got {handler_timeout_s}")
+        if self.config.enable_auto_commit:
+            raise ConfigError(
+                "process() commits what its handlers finished: enable_auto_commit would "
+                "commit records handed out to handlers still running; set it False"
+            )
+        if self._processing:
+            raise ConsumerStateError("process() is already running on this consumer")
+        self._engine.check_usable()
+        group = self._group if self._group is not None and self._group.subscribed else None
+        if self._group_settings is not None:
+            stop_wait_s = self._group_settings[0].rebalance_timeout_ms / 2000
+        else:
+            stop_wait_s = DEFAULT_CLOSE_TIMEOUT_S / 2
+        run = ProcessRun(
+            self.stream(),
+            handler,
+            ProcessScheduler(ordering, concurrency),
+            group,
+            every=every,
+            within_s=within_s,
+            handler_timeout_s=handler_timeout_s,
+            max_waiting=4 * concurrency,
+            stop_wait_s=stop_wait_s,
+            commit_timeout_s=self.client_config.default_api_timeout_ms / 1000,
+        )
+        self._processing = True
+        try:
+            await run.run()
+        finally:
+            self._processing = False
 
     def health(self) -> ConsumerHealth:
         """The consumer's state for a liveness probe (see :class:`ConsumerHealth`): group

@@ -53,6 +53,7 @@ import time
 import warnings
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster.cluster import Cluster
@@ -84,6 +85,23 @@ class Hand:
     def __init__(self) -> None:
         self.tp: TopicPartition | None = None
         self.task: asyncio.Task[object] | None = None
+
+
+class PartitionWatcher(Protocol):
+    """What a :meth:`Consumer.process` run is told of its group's partitions (registered
+    with :meth:`ConsumerGroup.watch`); each call is synchronous, so nothing happens
+    between it and the step of the rebalance it belongs to."""
+
+    def assigned(self, committed: Mapping[TopicPartition, OffsetAndMetadata | None]) -> None:
+        """Partitions were assigned, with their committed offsets (and metadata), before
+        any record of them is fetched."""
+
+    def revoking(self, partitions: frozenset[TopicPartition]) -> None:
+        """``partitions`` are being revoked: they are held (no record handed out) and the
+        revocation now waits for the hands holding their records."""
+
+    def forgotten(self, partitions: frozenset[TopicPartition]) -> None:
+        """``partitions`` left (after the revocation's commit, or lost without one)."""
 
 
 GROUP_OPTIONS = tuple(GroupOptions.__dataclass_fields__)
@@ -261,7 +279,12 @@ class ConsumerGroup:
         self.on_revoked: Callback | None = None
         self.on_lost: Callback | None = None
         self.committed_offsets: dict[TopicPartition, int] = {}
+        # The metadata of committed offsets (read on assignment, or of our last commit).
+        self.committed_metadata: dict[TopicPartition, str | None] = {}
         self.staged: dict[TopicPartition, int] = {}
+        # Metadata staged with an offset (Consumer.process: the completed offsets beyond it).
+        self.staged_metadata: dict[TopicPartition, str] = {}
+        self._watchers: list[PartitionWatcher] = []
         self._commit_lock = asyncio.Lock()
         self._commit_now = asyncio.Event()
         # The committer task (auto-commit and staged commits); a crash (a bug) fails the
@@ -326,6 +349,11 @@ class ConsumerGroup:
         positions = {tp: om.offset for tp, om in committed.items() if om is not None}
         for tp, offset in positions.items():
             self.committed_offsets[tp] = offset
+        for tp, om in committed.items():
+            if om is not None:
+                self.committed_metadata[tp] = om.metadata
+        for watcher in list(self._watchers):
+            watcher.assigned(committed)
         self.engine.add_partitions(sorted(partitions), positions)
         await self._user_callback("on_assigned", self.on_assigned, partitions)
 
@@ -368,6 +396,8 @@ class ConsumerGroup:
         wait_s = budget_s / 2 if self._close_hand_back_s is None else self._close_hand_back_s
         self.engine.hold(partitions)
         try:
+            for watcher in list(self._watchers):
+                watcher.revoking(partitions)
             await self._await_hand_back(partitions, time.monotonic() + min(wait_s, budget_s / 2))
             await self._user_callback(
                 "on_revoked", self.on_revoked, partitions, deadline - time.monotonic()
@@ -379,6 +409,16 @@ class ConsumerGroup:
                             self.coordinator.config.group_id, sorted(partitions), exc)  # fmt: skip
         finally:
             self._forget(partitions)
+
+    def watch(self, watcher: PartitionWatcher) -> None:
+        """Tell ``watcher`` of assignments and revocations from now on (until
+        :meth:`unwatch`)."""
+        self._watchers.append(watcher)
+
+    def unwatch(self, watcher: PartitionWatcher) -> None:
+        """Stop telling ``watcher`` (a no-op when it is not watching)."""
+        with contextlib.suppress(ValueError):
+            self._watchers.remove(watcher)
 
     def hand(self) -> Hand:
         """A :class:`Hand` for a new :meth:`Consumer.committing` loop (drop it with
@@ -509,7 +549,11 @@ class ConsumerGroup:
         self.engine.revoke(partitions)
         for tp in partitions:
             self.staged.pop(tp, None)
+            self.staged_metadata.pop(tp, None)
             self.committed_offsets.pop(tp, None)
+            self.committed_metadata.pop(tp, None)
+        for watcher in list(self._watchers):
+            watcher.forgotten(partitions)
 
     # -- commits ---------------------------------------------------------------------------
 
@@ -527,12 +571,23 @@ class ConsumerGroup:
                 out[tp] = position
         return out
 
-    def _pending_offsets(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
-        pending = {tp: off for tp, off in self.staged.items() if tp in partitions}
+    def _pending_offsets(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int | OffsetAndMetadata]:
+        pending: dict[TopicPartition, int | OffsetAndMetadata] = {
+            tp: self._staged_value(tp) for tp in self.staged if tp in partitions
+        }
         if self.auto_commit:
             for tp, off in self.delivered_offsets(partitions).items():
-                pending[tp] = max(off, pending.get(tp, off))
+                staged = self.staged.get(tp)
+                if staged is None or off > staged:
+                    pending[tp] = off
         return pending
+
+    def _staged_value(self, tp: TopicPartition) -> int | OffsetAndMetadata:
+        offset = self.staged[tp]
+        metadata = self.staged_metadata.get(tp)
+        return offset if metadata is None else OffsetAndMetadata(offset, metadata)
 
     async def commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
         """Commit ``offsets`` now (see :meth:`Consumer.commit`)."""
@@ -555,7 +610,11 @@ class ConsumerGroup:
                 om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
                 if om.offset < 0:
                     raise ValueError(f"cannot commit a negative offset for {tp}: {om.offset}")
-                if not explicit and self.committed_offsets.get(tp) == om.offset:
+                if (
+                    not explicit
+                    and self.committed_offsets.get(tp) == om.offset
+                    and (om.metadata is None or self.committed_metadata.get(tp) == om.metadata)
+                ):
                     continue  # nothing new for this partition
                 wanted[tp] = om
             if not wanted:
@@ -563,13 +622,24 @@ class ConsumerGroup:
             await self.coordinator.offsets.commit(wanted)
             for tp, om in wanted.items():
                 self.committed_offsets[tp] = om.offset
-                if self.staged.get(tp, -1) <= om.offset:
+                self.committed_metadata[tp] = om.metadata
+                staged = self.staged.get(tp, -1)
+                if staged < om.offset or (
+                    staged == om.offset and self.staged_metadata.get(tp, om.metadata) == om.metadata
+                ):
                     self.staged.pop(tp, None)
+                    self.staged_metadata.pop(tp, None)
 
-    def stage(self, tp: TopicPartition, next_offset: int) -> None:
-        """Record that everything of ``tp`` before ``next_offset`` is processed."""
-        if next_offset > self.staged.get(tp, -1):
+    def stage(self, tp: TopicPartition, next_offset: int, metadata: str | None = None) -> None:
+        """Record that everything of ``tp`` before ``next_offset`` is processed (with
+        ``metadata``: to be committed with it, replacing what was staged at that offset)."""
+        staged = self.staged.get(tp, -1)
+        if next_offset > staged or (metadata is not None and next_offset == staged):
             self.staged[tp] = next_offset
+            if metadata is None:
+                self.staged_metadata.pop(tp, None)
+            else:
+                self.staged_metadata[tp] = metadata
 
     def request_commit(self) -> None:
         """Ask the committer task to commit what is staged, soon."""
@@ -578,7 +648,9 @@ class ConsumerGroup:
     async def flush_staged(self) -> None:
         """Commit what is staged now (for partitions still owned)."""
         owned = self.coordinator.owned
-        await self._commit(lambda: {tp: off for tp, off in self.staged.items() if tp in owned})
+        await self._commit(
+            lambda: {tp: self._staged_value(tp) for tp in self.staged if tp in owned}
+        )
 
     async def _commit_loop(self) -> None:
         while True:

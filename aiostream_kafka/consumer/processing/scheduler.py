@@ -167,6 +167,7 @@ class ProcessScheduler:
         self._lanes: dict[Hashable, _Lane] = {}
         self._ready: deque[_Lane] = deque()
         self._running: dict[tuple[str, int, int], _Entry] = {}
+        self._waiting = 0  # records offered and not started, all partitions
 
     # -- the caller's side ---------------------------------------------------------------
 
@@ -174,6 +175,12 @@ class ProcessScheduler:
     def running(self) -> int:
         """How many handlers run (started and not reported done)."""
         return len(self._running)
+
+    @property
+    def total_waiting(self) -> int:
+        """How many records were offered and have not started, all partitions together
+        (those of revoked or forgotten partitions excluded)."""
+        return self._waiting
 
     def offer(self, records: Iterable[SchedulableRecord]) -> None:
         """Add fetched records, each partition's in increasing offset order (after the ones
@@ -222,6 +229,7 @@ class ProcessScheduler:
                 lane = lanes[lane_id] = _Lane(lane_id)
             lane.entries.append(_Entry(record, part, lane))
             part.waiting += 1
+            self._waiting += 1
             if not lane.queued and (lane.running == 0 or not self._exclusive):
                 lane.queued = True
                 ready.append(lane)
@@ -251,6 +259,7 @@ class ProcessScheduler:
                 continue
             entries.popleft()
             part.waiting -= 1
+            self._waiting -= 1
             part.running += 1
             lane.running += 1
             record = entry.record
@@ -337,6 +346,7 @@ class ProcessScheduler:
             if part.revoked:
                 continue
             part.revoked = True
+            self._waiting -= part.waiting
             part.waiting = 0
             revoked.add(id(part))
             self._unblock(part)  # their lanes may hold records of other partitions
@@ -350,6 +360,8 @@ class ProcessScheduler:
             part = self._parts.pop(tp, None)
             if part is not None and not part.revoked:
                 part.revoked = True  # its records still in lanes are dropped lazily
+                self._waiting -= part.waiting
+                part.waiting = 0
                 self._unblock(part)
 
     def restore(self, tp: TopicPartition, committed: int, completed: Iterable[int]) -> None:

@@ -1,0 +1,318 @@
+"""The asyncio side of ``Consumer.process()``: handler tasks, pulling, commits.
+
+A :class:`ProcessRun` drives one ``process()`` call over a :class:`.ProcessScheduler`:
+
+* a *puller* task takes records from the consumer's ``stream()`` and offers them; it stops
+  taking while more than ``max_waiting`` records wait in the scheduler (so the stream's
+  bounded prefetch fills and fetching pauses);
+* each record the scheduler lets start runs ``await handler(record)`` in a task of the
+  run's :class:`~aiostream_kafka.concurrency.TaskScope`; when it ends, the next records
+  that may start are started from there;
+* with a group, each running handler holds a group :class:`~..group.Hand` on its
+  partition, so a revocation (and ``close()``) waits for it exactly as for a record held
+  by ``committing()``; the run watches the group (:class:`~..group.PartitionWatcher`): on
+  assignment it restores the committed offsets and the completed offsets kept in their
+  metadata, on revocation it drops the revoked partitions' waiting records and stages
+  their commit, and once they are forgotten it cancels their handlers still running
+  (past the revocation's wait: their records are not committed);
+* commits go through the group's staging (``stage`` with the metadata, then
+  ``request_commit``: the group's committer task commits): per partition the scheduler's
+  committable offset with the completed offsets beyond it
+  (:func:`.offsets.encode_completed`), every ``every`` finished records or ``within_s``
+  seconds, and before a revocation's commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, cast
+
+from aiostream_kafka.admin.types import OffsetAndMetadata
+from aiostream_kafka.concurrency import Crash, TaskScope, shielded
+from aiostream_kafka.consumer.processing.offsets import decode_completed, encode_completed
+from aiostream_kafka.consumer.processing.scheduler import ProcessScheduler
+from aiostream_kafka.errors import KafkaError
+from aiostream_kafka.structs import Record, TopicPartition
+
+if TYPE_CHECKING:
+    from aiostream_kafka.consumer.group import ConsumerGroup, Hand
+
+__all__ = ["Handler", "ProcessRun"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Record], Awaitable[object]]
+
+# How often a wait re-checks its condition (no wait here is without a deadline).
+_POLL_S = 0.5
+
+
+class ProcessRun:
+    """One ``Consumer.process()`` call; see the module docstring. ``group`` None: an
+    assigned consumer (nothing is committed). ``stop_wait_s`` bounds the wait for running
+    handlers when the run stops (an error, the stream's end); ``commit_timeout_s`` the
+    final commit after an error or a cancellation."""
+
+    def __init__(
+        self,
+        records: AsyncIterator[Record],
+        handler: Handler,
+        scheduler: ProcessScheduler,
+        group: ConsumerGroup | None,
+        *,
+        every: int,
+        within_s: float,
+        handler_timeout_s: float | None,
+        max_waiting: int,
+        stop_wait_s: float,
+        commit_timeout_s: float,
+    ) -> None:
+        self._records = records
+        self._handler = handler
+        self._sched = scheduler
+        self._group = group
+        self._every = every
+        self._within_s = within_s
+        self._handler_timeout_s = handler_timeout_s
+        self._max_waiting = max_waiting
+        self._stop_wait_s = stop_wait_s
+        self._commit_timeout_s = commit_timeout_s
+        self._scope = TaskScope("consumer process()")
+        self._tasks: dict[asyncio.Task[None], tuple[Record, Hand | None]] = {}
+        # Handlers cancelled because their partition was forgotten.
+        self._abandoned: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        self._error: BaseException | None = None
+        self._ended = asyncio.Event()  # the puller ended, or a handler failed
+        self._room = asyncio.Event()  # a record started or was dropped, a handler ended
+        self._idle = asyncio.Event()  # no handler runs
+        self._idle.set()
+        self._dirty: set[TopicPartition] = set()  # finished records not staged yet
+        self._revoking: set[TopicPartition] = set()  # staged at once until forgotten
+        self._since = 0  # records finished since the last commit request
+
+    # -- the group's side (PartitionWatcher) ---------------------------------------------
+
+    def assigned(self, committed: Mapping[TopicPartition, OffsetAndMetadata | None]) -> None:
+        """Restore each newly assigned partition's committed offset and the completed
+        offsets its metadata names, so those records are not handled again."""
+        for tp, om in committed.items():
+            if om is None:
+                continue
+            self._restore(tp, om.offset, om.metadata)
+
+    def _restore(self, tp: TopicPartition, offset: int, metadata: str | None) -> None:
+        completed = decode_completed(metadata, offset) if metadata else set()
+        try:
+            self._sched.restore(tp, offset, completed)
+        except ValueError:  # records of it were offered already: keep what is known
+            log.debug("process(): %s not restored: records of it were taken already", tp)
+
+    def revoking(self, partitions: frozenset[TopicPartition]) -> None:
+        """Take no more records of ``partitions``; what finished of them is staged now and
+        as each of their running handlers ends (the revocation then commits it)."""
+        self._sched.revoke(partitions)
+        self._revoking |= partitions
+        for tp in partitions:
+            self._stage(tp)
+        self._room.set()
+
+    def forgotten(self, partitions: frozenset[TopicPartition]) -> None:
+        """``partitions`` are gone: drop their bookkeeping and cancel their handlers still
+        running (their records were not committed; the next owner handles them)."""
+        self._sched.forget(partitions)
+        self._revoking -= partitions
+        self._dirty -= partitions
+        for task, (record, _) in list(self._tasks.items()):
+            if TopicPartition(record.topic, record.partition) in partitions and not task.done():
+                log.warning("process(): the handler of %s[%d]@%d still runs after its "
+                            "partition was revoked: cancelled, not committed",
+                            record.topic, record.partition, record.offset)  # fmt: skip
+                self._abandoned.add(task)
+                task.cancel()
+        self._room.set()
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run until the stream ends (the consumer closed) or a handler fails; raise the
+        handler's (or the stream's) error after the running handlers ended and what is
+        safe was committed. Cancelled: cancel the handlers, commit what is safe, re-raise."""
+        group = self._group
+        if group is not None:
+            for tp in group.coordinator.owned:
+                if tp in group.committed_offsets:
+                    self._restore(tp, group.committed_offsets[tp], group.committed_metadata.get(tp))
+            group.watch(self)
+        try:
+            self._scope.spawn(self._pull(), name="consumer process(): puller", crash=Crash.LOG)
+            deadline = time.monotonic() + self._within_s
+            while not self._ended.is_set():
+                left = deadline - time.monotonic()
+                if left > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(left):
+                            await self._ended.wait()
+                if time.monotonic() >= deadline:
+                    self._request_commit()
+                    deadline = time.monotonic() + self._within_s
+            self._stopping = True
+            await self._wait_idle(self._stop_wait_s)
+        except BaseException:
+            self._stopping = True
+            await self._scope.aclose()
+            await shielded(self._commit_safe(), timeout=self._commit_timeout_s,
+                           what="process(): the commit after a cancellation")  # fmt: skip
+            raise
+        finally:
+            if group is not None:
+                group.unwatch(self)
+        await self._scope.aclose()  # the puller; handlers past the wait (logged)
+        await shielded(self._commit_safe(), timeout=self._commit_timeout_s,
+                       what="process(): the final commit")  # fmt: skip
+        if self._error is not None:
+            raise self._error
+
+    async def _pull(self) -> None:
+        sched = self._sched
+        try:
+            async for record in self._records:
+                if self._stopping:
+                    break
+                sched.offer((record,))
+                self._dispatch()
+                while sched.total_waiting >= self._max_waiting and not self._stopping:
+                    self._room.clear()
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(_POLL_S):
+                            await self._room.wait()
+        except Exception as exc:  # the consumer failed: process() raises it
+            if self._error is None:
+                self._error = exc
+        finally:
+            self._ended.set()
+
+    def _dispatch(self) -> None:
+        """Start the handlers of the records that may start now."""
+        sched = self._sched
+        group = self._group
+        while not self._stopping:
+            record = cast("Record | None", sched.next_ready())
+            if record is None:
+                return
+            hand = None
+            if group is not None:
+                hand = group.hand()
+                hand.tp = TopicPartition(record.topic, record.partition)
+            task = self._scope.spawn(
+                self._handle(record, hand),
+                name=f"process() handler {record.topic}[{record.partition}]@{record.offset}",
+                crash=Crash.LOG,
+            )
+            if hand is not None:
+                hand.task = task
+            self._tasks[task] = (record, hand)
+            self._idle.clear()
+
+    async def _handle(self, record: Record, hand: Hand | None) -> None:
+        finished = False
+        try:
+            if self._handler_timeout_s is None:
+                await self._handler(record)
+            else:
+                try:
+                    async with asyncio.timeout(self._handler_timeout_s):
+                        await self._handler(record)
+                except TimeoutError as exc:
+                    raise TimeoutError(
+                        f"the handler of {record.topic}[{record.partition}]@{record.offset} "
+                        f"ran past handler_timeout_s={self._handler_timeout_s}"
+                    ) from exc
+            finished = True
+        except Exception as exc:  # on_error="raise": stop; its record stays unfinished
+            if self._error is None:
+                self._error = exc
+            self._stopping = True
+            self._ended.set()
+        finally:
+            self._end(record, hand, finished)
+
+    def _end(self, record: Record, hand: Hand | None, finished: bool) -> None:
+        task = asyncio.current_task()
+        abandoned = False
+        if task is not None:
+            self._tasks.pop(task, None)
+            abandoned = task in self._abandoned
+            self._abandoned.discard(task)
+        tp = TopicPartition(record.topic, record.partition)
+        if finished:
+            self._sched.done(record)
+            if tp in self._revoking:
+                self._stage(tp)
+            else:
+                self._dirty.add(tp)
+                self._since += 1
+                if self._since >= self._every:
+                    self._request_commit()
+        elif abandoned:
+            # Cancelled after its partition was forgotten: free its slot (its partition's
+            # bookkeeping is gone, so nothing is committed for it).
+            self._sched.done(record)
+        if hand is not None and self._group is not None:
+            self._group.drop_hand(hand)
+        self._room.set()
+        self._dispatch()
+        if not self._tasks:
+            self._idle.set()
+
+    async def _wait_idle(self, limit_s: float) -> None:
+        deadline = time.monotonic() + limit_s
+        while self._tasks:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("process(): %d handler(s) still running %.1f s after it stopped: "
+                            "cancelled, their records not committed", len(self._tasks),
+                            limit_s)  # fmt: skip
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, _POLL_S)):
+                    await self._idle.wait()
+
+    # -- commits -----------------------------------------------------------------------------
+
+    def _stage(self, tp: TopicPartition) -> None:
+        group = self._group
+        if group is None:
+            return
+        offset = self._sched.committable(tp)
+        if offset is None:
+            return
+        metadata = encode_completed(offset, self._sched.completed_beyond(tp))
+        group.stage(tp, offset, metadata)
+
+    def _stage_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, set()
+        for tp in dirty:
+            self._stage(tp)
+
+    def _request_commit(self) -> None:
+        if self._group is None or not (self._dirty or self._since):
+            return
+        self._stage_dirty()
+        self._since = 0
+        self._group.request_commit()
+
+    async def _commit_safe(self) -> None:
+        """Commit what finished (never past an unfinished or failed record) now."""
+        group = self._group
+        if group is None:
+            return
+        self._stage_dirty()
+        try:
+            await group.flush_staged()
+        except KafkaError as exc:
+            log.warning("process(): the final commit failed: %s", exc)

@@ -1,0 +1,378 @@
+"""``Consumer.process()`` against a real broker: per-key order under concurrency, the
+concurrency reached, commits that never skip a record (restart from the commit and its
+metadata, a failing handler, cancellation, a rebalance)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+
+import pytest
+from helpers import eventually
+
+from aiostream_kafka import Consumer, Producer, Record, TopicPartition
+from aiostream_kafka.admin.types import OffsetAndMetadata
+from aiostream_kafka.consumer.processing import decode_completed
+from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.testing import KafkaCluster
+
+NewTopic = Callable[..., Awaitable[str]]
+Key = tuple[int, int]  # (partition, offset)
+
+GROUP_SETTINGS = {
+    "session_timeout_ms": 6_000,
+    "heartbeat_interval_ms": 300,
+    "max_poll_interval_ms": 20_000,
+    "metadata_max_age_ms": 1_000,
+}
+
+
+def _group() -> str:
+    return f"cp-{uuid.uuid4().hex[:10]}"
+
+
+async def _produce(bootstrap: str, topic: str, count: int, keys: int) -> dict[Key, bytes]:
+    """Produce ``count`` records over ``keys`` keys; return each one's key by position."""
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        futures = [
+            (
+                b"k%d" % (i % keys),
+                await producer.enqueue(topic, value=b"%d" % i, key=b"k%d" % (i % keys)),
+            )
+            for i in range(count)
+        ]
+        await producer.flush()
+    out = {}
+    for key, future in futures:
+        md = future.result()
+        out[(md.partition, md.offset)] = key
+    return out
+
+
+def _processing_tasks() -> list[asyncio.Task[object]]:
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("process()") and not t.done()]
+
+
+async def _committed(
+    bootstrap: str, group: str, topic: str, partitions: int
+) -> dict[int, OffsetAndMetadata | None]:
+    """The group's committed offsets (with metadata) of ``topic``'s partitions."""
+    async with Consumer(bootstrap, group_id=group, **GROUP_SETTINGS) as probe:  # type: ignore[arg-type]
+        tps = frozenset(TopicPartition(topic, p) for p in range(partitions))
+        group_ = probe.group
+        assert group_ is not None
+        found = await group_.coordinator.offsets.committed(tps)
+    return {tp.partition: om for tp, om in found.items()}
+
+
+async def test_key_order_and_concurrency_with_random_handler_times(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=12)
+    produced = await _produce(bootstrap, topic, 6_000, keys=1_000)
+    concurrency = 32
+    running_keys: set[bytes] = set()
+    last_offset: dict[bytes, tuple[int, int]] = {}
+    handled: list[Key] = []
+    running = peak = 0
+    violations: list[str] = []
+    group = _group()
+    consumer = Consumer(bootstrap, group_id=group, **GROUP_SETTINGS)  # type: ignore[arg-type]
+
+    async def handler(record: Record) -> None:
+        nonlocal running, peak
+        key = record.key
+        assert isinstance(key, bytes)
+        if key in running_keys:
+            violations.append(f"two records of {key!r} at once")
+        prev = last_offset.get(key)
+        if prev is not None and prev[0] == record.partition and prev[1] >= record.offset:
+            violations.append(f"{key!r}: offset {record.offset} after {prev[1]}")
+        running_keys.add(key)
+        running += 1
+        peak = max(peak, running)
+        try:
+            await asyncio.sleep(random.uniform(0.001, 0.020))
+        finally:
+            running -= 1
+            running_keys.discard(key)
+        last_offset[key] = (record.partition, record.offset)
+        handled.append((record.partition, record.offset))
+        if len(handled) == len(produced):
+            asyncio.get_running_loop().call_soon(
+                lambda: closing.append(asyncio.ensure_future(consumer.close()))
+            )
+
+    closing: list[asyncio.Future[None]] = []
+    async with consumer:
+        consumer.subscribe([topic])
+        async with asyncio.timeout(120):
+            await consumer.process(
+                handler, concurrency=concurrency, ordering="key", every=500, within_s=0.5
+            )
+        await closing[0]
+    assert violations == []
+    assert sorted(handled) == sorted(produced)
+    assert peak == concurrency
+    assert _processing_tasks() == []
+    committed = await _committed(bootstrap, group, topic, 12)
+    ends = defaultdict(int)
+    for p, o in produced:
+        ends[p] = max(ends[p], o + 1)
+    assert {p: om.offset for p, om in committed.items() if om is not None} == dict(ends)
+
+
+async def test_assigned_consumer_partition_order_returns_on_close(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=3)
+    produced = await _produce(bootstrap, topic, 300, keys=50)
+    running: set[int] = set()
+    seen: dict[int, int] = {}
+    bad: list[str] = []
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([TopicPartition(topic, p) for p in range(3)])
+
+        async def handler(record: Record) -> None:
+            if record.partition in running or seen.get(record.partition, -1) >= record.offset:
+                bad.append(f"{record.partition}@{record.offset}")
+            running.add(record.partition)
+            await asyncio.sleep(0.002)
+            running.discard(record.partition)
+            seen[record.partition] = record.offset
+            if sum(v + 1 for v in seen.values()) == len(produced):
+                asyncio.get_running_loop().call_soon(
+                    lambda: stopper.append(asyncio.ensure_future(consumer.close()))
+                )
+
+        stopper: list[asyncio.Future[None]] = []
+        async with asyncio.timeout(60):
+            await consumer.process(handler, concurrency=8, ordering="partition")
+        await stopper[0]
+    assert bad == []
+    assert _processing_tasks() == []
+
+
+async def test_restart_from_the_commit_skips_what_completed_and_loses_nothing(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=4)
+    produced = await _produce(bootstrap, topic, 800, keys=80)
+    group = _group()
+    slow = {k for k in produced if k[1] % 97 == 5}  # run past the close's wait: not committed
+    first_done: set[Key] = set()
+    first = Consumer(bootstrap, group_id=group, **GROUP_SETTINGS)  # type: ignore[arg-type]
+
+    async def slow_or_fast(record: Record) -> None:
+        key = (record.partition, record.offset)
+        await asyncio.sleep(30 if key in slow else random.uniform(0.001, 0.010))
+        first_done.add(key)
+
+    async with asyncio.timeout(90):
+        await first.start()
+        first.subscribe([topic])
+        task = asyncio.ensure_future(first.process(slow_or_fast, concurrency=16, within_s=0.2))
+        await eventually(lambda: _len(first_done), lambda n: n >= 300, 30)
+        await first.close(timeout=2)  # waits 1 s for running handlers, commits, leaves
+        await task
+    assert _processing_tasks() == []
+    assert not (first_done & slow)
+    committed = await _committed(bootstrap, group, topic, 4)
+    kept_beyond = 0
+    for p, om in committed.items():
+        if om is None:  # nothing of it was handled (the first member never got to it)
+            assert not any(k[0] == p for k in first_done), (p, sorted(first_done))
+            continue
+        beyond = decode_completed(om.metadata or "", om.offset)
+        kept_beyond += len(beyond)
+        # never committed past a record that did not complete
+        assert all((p, o) in first_done for o in range(om.offset) if (p, o) in produced)
+        assert all((p, o) in first_done for o in beyond)
+    assert kept_beyond > 0  # the slow records left completed ones beyond the commit
+
+    second_handled: list[Key] = []
+    second = Consumer(bootstrap, group_id=group, **GROUP_SETTINGS)  # type: ignore[arg-type]
+
+    async def record_it(record: Record) -> None:
+        second_handled.append((record.partition, record.offset))
+        if set(second_handled) | first_done >= set(produced):
+            asyncio.get_running_loop().call_soon(
+                lambda: closing.append(asyncio.ensure_future(second.close()))
+            )
+
+    closing: list[asyncio.Future[None]] = []
+    async with asyncio.timeout(90):
+        await second.start()
+        second.subscribe([topic])
+        await second.process(record_it, concurrency=16)
+        await closing[0]
+    assert len(second_handled) == len(set(second_handled))
+    assert not (set(second_handled) & first_done)  # completed before the close: not again
+    assert set(second_handled) | first_done == set(produced)  # nothing lost
+
+
+async def _len(items: set[Key]) -> int:
+    return len(items)
+
+
+async def test_a_failing_handler_stops_process_and_is_not_committed_past(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    await _produce(bootstrap, topic, 200, keys=20)
+    group = _group()
+    done: set[int] = set()
+
+    class Boom(Exception):
+        pass
+
+    async def handler(record: Record) -> None:
+        await asyncio.sleep(0.002 if record.offset != 50 else 0.05)
+        if record.offset == 50:
+            raise Boom("offset 50")
+        done.add(record.offset)
+
+    async with Consumer(bootstrap, group_id=group, **GROUP_SETTINGS) as consumer:  # type: ignore[arg-type]
+        consumer.subscribe([topic])
+        with pytest.raises(Boom):
+            async with asyncio.timeout(60):
+                await consumer.process(handler, concurrency=8, ordering="key")
+        assert _processing_tasks() == []
+        group_ = consumer.group
+        assert group_ is not None
+        tp = TopicPartition(topic, 0)
+        assert group_.committed_offsets[tp] == 50  # everything below it finished, it did not
+        beyond = decode_completed(group_.committed_metadata[tp] or "", 50)
+        assert 50 not in beyond and beyond <= done
+    committed = await _committed(bootstrap, group, topic, 1)
+    assert committed[0] is not None and committed[0].offset == 50
+
+
+async def test_cancelling_process_cancels_handlers_and_commits_what_finished(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    produced = await _produce(bootstrap, topic, 400, keys=40)
+    group = _group()
+    done: set[Key] = set()
+    cancelled: list[Key] = []
+
+    async def handler(record: Record) -> None:
+        key = (record.partition, record.offset)
+        try:
+            await asyncio.sleep(60 if record.offset % 50 == 20 else 0.002)
+        except asyncio.CancelledError:
+            cancelled.append(key)
+            raise
+        done.add(key)
+
+    async with Consumer(bootstrap, group_id=group, **GROUP_SETTINGS) as consumer:  # type: ignore[arg-type]
+        consumer.subscribe([topic])
+        task = asyncio.ensure_future(consumer.process(handler, concurrency=8))
+        await eventually(lambda: _len(done), lambda n: n >= 100, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert _processing_tasks() == []
+        assert cancelled  # the slow handlers were running, and were cancelled
+        group_ = consumer.group
+        assert group_ is not None
+        for tp, offset in group_.committed_offsets.items():
+            below = [o for (p, o) in produced if p == tp.partition and o < offset]
+            assert all((tp.partition, o) in done for o in below)
+            assert not any((tp.partition, o) in cancelled for o in below)
+
+
+async def test_a_member_joining_mid_run_commits_only_finished_records_and_loses_nothing(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=6)
+    produced = await _produce(bootstrap, topic, 3_000, keys=300)
+    group = _group()
+    ended: dict[Key, list[tuple[str, float, float]]] = defaultdict(list)
+    commits: list[tuple[float, dict[TopicPartition, OffsetAndMetadata]]] = []
+    consumers: list[Consumer] = []
+
+    def member(name: str) -> tuple[Consumer, Callable[[Record], Awaitable[None]]]:
+        consumer = Consumer(bootstrap, group_id=group, **GROUP_SETTINGS)  # type: ignore[arg-type]
+        consumers.append(consumer)
+
+        async def handler(record: Record) -> None:
+            start = time.monotonic()
+            await asyncio.sleep(random.uniform(0.001, 0.020))
+            ended[(record.partition, record.offset)].append((name, start, time.monotonic()))
+
+        return consumer, handler
+
+    def spy(consumer: Consumer) -> None:
+        group_ = consumer.group
+        assert group_ is not None
+        offsets = group_.coordinator.offsets
+        real = offsets.commit
+
+        async def commit(wanted: dict[TopicPartition, OffsetAndMetadata]) -> None:
+            commits.append((time.monotonic(), dict(wanted)))
+            await real(wanted)
+
+        offsets.commit = commit  # type: ignore[method-assign]
+
+    a, handle_a = member("a")
+    b, handle_b = member("b")
+    async with asyncio.timeout(120):
+        await a.start()
+        spy(a)
+        a.subscribe([topic])
+        task_a = asyncio.ensure_future(a.process(handle_a, concurrency=16, within_s=0.2))
+        await eventually(lambda: _len(set(ended)), lambda n: n >= 600, 30)
+        await b.start()
+        spy(b)
+        b.subscribe([topic])
+        task_b = asyncio.ensure_future(b.process(handle_b, concurrency=16, within_s=0.2))
+        await eventually(lambda: _len(set(ended)), lambda n: n >= len(produced), 60)
+        for c in consumers:
+            await c.close()
+        await task_a
+        await task_b
+    assert _processing_tasks() == []
+    assert set(ended) == set(produced)  # nothing lost
+    # never two members on one record at once
+    for key, runs in ended.items():
+        spans = sorted((s, e) for _, s, e in runs)
+        assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), key
+    # every record a commit covers (below its offset, or named in its metadata) had ended
+    first_end = {key: min(e for _, _, e in runs) for key, runs in ended.items()}
+    assert any(c for _, c in commits)
+    for at, wanted in commits:
+        for tp, om in wanted.items():
+            covered = [o for (p, o) in produced if p == tp.partition and o < om.offset]
+            covered += decode_completed(om.metadata or "", om.offset)
+            for o in covered:
+                assert first_end.get((tp.partition, o), float("inf")) <= at, (tp, o, om)
+
+
+async def test_process_refuses_unsupported_options(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    async with Consumer(kafka_cluster.bootstrap_servers) as consumer:
+        for bad in ({"on_error": "skip"}, {"ordering": "topic"}, {"concurrency": 0}):
+            with pytest.raises(ConfigError):
+                await consumer.process(_noop, **bad)  # type: ignore[arg-type]
+    async with Consumer(
+        kafka_cluster.bootstrap_servers, group_id=_group(), enable_auto_commit=True
+    ) as consumer:
+        with pytest.raises(ConfigError):
+            await consumer.process(_noop)
+
+
+async def _noop(record: Record) -> None:
+    return None
