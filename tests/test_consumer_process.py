@@ -364,7 +364,13 @@ async def test_process_refuses_unsupported_options(
     kafka_cluster: KafkaCluster,
 ) -> None:
     async with Consumer(kafka_cluster.bootstrap_servers) as consumer:
-        for bad in ({"on_error": "skip"}, {"ordering": "topic"}, {"concurrency": 0}):
+        for bad in (
+            {"on_error": "retry"},
+            {"on_error": "dead_letter"},  # no topic, no producer
+            {"retries": -1},
+            {"ordering": "topic"},
+            {"concurrency": 0},
+        ):
             with pytest.raises(ConfigError):
                 await consumer.process(_noop, **bad)  # type: ignore[arg-type]
     async with Consumer(
@@ -376,3 +382,103 @@ async def test_process_refuses_unsupported_options(
 
 async def _noop(record: Record) -> None:
     return None
+
+
+async def _run_until(
+    consumer: Consumer,
+    handler: Callable[[Record], Awaitable[None]],
+    done: Callable[[], bool],
+    **options: object,
+) -> None:
+    """Run ``consumer.process(handler, **options)`` until ``done()``, then close."""
+    task = asyncio.create_task(consumer.process(handler, **options))  # type: ignore[arg-type]
+    try:
+        async with asyncio.timeout(60):
+            while not done():
+                if task.done():
+                    await task  # raise what stopped it
+                await asyncio.sleep(0.05)
+    finally:
+        await consumer.close()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_retries_then_skip_commits_past_the_failed_record(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    await _produce(bootstrap, topic, 60, keys=6)
+    group = _group()
+    attempts: dict[int, int] = defaultdict(int)
+    done: set[int] = set()
+    order: list[int] = []
+
+    async def handler(record: Record) -> None:
+        attempts[record.offset] += 1
+        order.append(record.offset)
+        if record.offset == 6 and attempts[6] == 1:
+            raise RuntimeError("transient")  # the retry succeeds
+        if record.offset == 12:
+            raise ValueError("always")  # skipped after 1 + 2 attempts
+        done.add(record.offset)
+
+    consumer = Consumer(bootstrap, group_id=group, **GROUP_SETTINGS)  # type: ignore[arg-type]
+    await consumer.start()
+    consumer.subscribe([topic])
+    await _run_until(
+        consumer, handler, lambda: len(done) == 59,
+        concurrency=4, on_error="skip", retries=2, retry_backoff_s=0.05,
+    )  # fmt: skip
+    assert attempts[6] == 2 and attempts[12] == 3
+    assert done == set(range(60)) - {12}
+    # key order held through the retries: offset 18 (same key as 12 and 6: 6 keys) ran
+    # only after 12's last attempt
+    assert order.index(18) > max(i for i, o in enumerate(order) if o == 12)
+    committed = await _committed(bootstrap, group, topic, 1)
+    assert committed[0] is not None and committed[0].offset == 60  # past the skipped one
+
+
+async def test_dead_letter_sends_the_failed_record_with_its_story(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    dlq = await new_topic(partitions=1)
+    await _produce(bootstrap, topic, 30, keys=3)
+    group = _group()
+    done: set[int] = set()
+
+    async def handler(record: Record) -> None:
+        if record.offset in (4, 20):
+            raise KeyError(f"bad {record.offset}")
+        done.add(record.offset)
+
+    async with Producer(bootstrap_servers=bootstrap) as producer:
+        consumer = Consumer(bootstrap, group_id=group, **GROUP_SETTINGS)  # type: ignore[arg-type]
+        await consumer.start()
+        consumer.subscribe([topic])
+        await _run_until(
+            consumer, handler, lambda: len(done) == 28, concurrency=4, retries=1,
+            retry_backoff_s=0.01, on_error="dead_letter", dead_letter_topic=dlq,
+            dead_letter_producer=producer,
+        )  # fmt: skip
+    committed = await _committed(bootstrap, group, topic, 1)
+    assert committed[0] is not None and committed[0].offset == 30
+    letters: list[Record] = []
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as reader:
+        reader.assign([TopicPartition(dlq, 0)])
+        async with asyncio.timeout(30):
+            async for record in reader.stream():
+                letters.append(record)
+                if len(letters) == 2:
+                    break
+    by_offset = {int(dict(r.headers)["dlq.source.offset"]): r for r in letters}
+    assert sorted(by_offset) == [4, 20]
+    headers = dict(by_offset[20].headers)
+    assert headers["dlq.source.topic"] == topic.encode()
+    assert headers["dlq.source.partition"] == b"0"
+    assert headers["dlq.error.type"] == b"KeyError"
+    assert b"bad 20" in headers["dlq.error.message"]
+    assert headers["dlq.attempts"] == b"2"
+    assert by_offset[20].value == b"20" and by_offset[20].key == b"k2"

@@ -48,7 +48,7 @@ from .group import (
 from .iterators import BatchStream, PartitionedStream, RecordStream, batch_stream, record_stream
 from .positions import EARLIEST, LATEST, OffsetAndTimestamp, lookup_offsets
 from .prefetch import FetchMetrics
-from .processing.runner import Handler, ProcessRun
+from .processing.runner import ON_ERROR, DeadLetterSender, Handler, ProcessRun
 from .processing.scheduler import Ordering, ProcessScheduler
 
 __all__ = ["Consumer"]
@@ -368,6 +368,10 @@ class Consumer(ConsumerConstructor):
         within_s: float = 5.0,
         handler_timeout_s: float | None = None,
         on_error: str = "raise",
+        retries: int = 0,
+        retry_backoff_s: float = 0.1,
+        dead_letter_topic: str | None = None,
+        dead_letter_producer: DeadLetterSender | None = None,
     ) -> None:
         """Run ``await handler(record)`` for the records of :meth:`stream`, up to
         ``concurrency`` at once, until the consumer is closed (or drained); returns then.
@@ -389,26 +393,48 @@ class Consumer(ConsumerConstructor):
         more are taken, so fetching pauses.
 
         ``handler_timeout_s`` (None: no limit): a handler running longer is cancelled and
-        counts as failed with :class:`TimeoutError`. ``on_error``: only ``"raise"`` for
-        now: a handler that raises stops ``process()``: no more records start, the
-        running handlers are waited for (as long as a revocation would), what finished is
-        committed (never past the failed record in its partition), then the handler's
-        exception is raised. Records taken and not finished are read again from the
-        commit by the group's next owner: close the consumer after ``process()`` raised.
+        counts as failed with :class:`TimeoutError`.
+
+        Failures: a handler that raises is run again ``retries`` times (default 0), after
+        ``retry_backoff_s`` doubling up to 5 s (its key's later records wait meanwhile);
+        then ``on_error`` decides. ``"raise"`` (the default): ``process()`` stops: no more
+        records start, the running handlers are waited for (as long as a revocation
+        would), what finished is committed (never past the failed record in its
+        partition), then the handler's exception is raised; records taken and not
+        finished are read again from the commit by the group's next owner: close the
+        consumer after ``process()`` raised. ``"skip"``: logged at ERROR with its
+        traceback, the record counts as done (committed past). ``"dead_letter"``: the
+        record is sent with ``dead_letter_producer`` (a started
+        :class:`~aiostream_kafka.Producer`) to ``dead_letter_topic``, key and value as the
+        handler got them, its headers plus ``dlq.error.type``, ``dlq.error.message``,
+        ``dlq.source.topic``, ``dlq.source.partition``, ``dlq.source.offset`` and
+        ``dlq.attempts``; once acknowledged it counts as done; if the send fails,
+        ``process()`` stops and raises that error as with ``"raise"``.
         Cancelling ``process()`` cancels the running handlers, commits what finished and
         re-raises :class:`asyncio.CancelledError`.
 
         Raises:
-            ConfigError: ``on_error`` other than ``"raise"``, ``enable_auto_commit``
-                (it commits what was handed out, past running handlers), an unknown
-                ``ordering``, or ``concurrency``/``every``/``within_s`` not positive.
+            ConfigError: an unknown ``on_error`` or ``ordering``; ``"dead_letter"``
+                without ``dead_letter_topic`` and ``dead_letter_producer``;
+                ``enable_auto_commit`` (it commits what was handed out, past running
+                handlers); ``concurrency``/``every``/``within_s`` not positive,
+                ``retries`` < 0.
             ConsumerStateError: not started, or a ``process()`` of this consumer runs.
             Exception: what the handler raised (or :class:`TimeoutError`).
             KafkaError: as :meth:`stream` raises (the consumer failed).
         """
-        if on_error != "raise":
+        if on_error not in ON_ERROR:
             raise ConfigError(
-                f'on_error={on_error!r}: only "raise" is supported by process() for now'
+                f"on_error must be one of {', '.join(map(repr, ON_ERROR))}, got {on_error!r}"
+            )
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigError(f"retries must be an int >= 0, got {retries!r}")
+        if retry_backoff_s < 0:
+            raise ConfigError(f"retry_backoff_s must be >= 0, got {retry_backoff_s}")
+        if on_error == "dead_letter" and (not dead_letter_topic or dead_letter_producer is None):
+            raise ConfigError(
+                'on_error="dead_letter" needs dead_letter_topic (a topic name) and '
+                "dead_letter_producer (a started Producer)"
             )
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
@@ -442,6 +468,11 @@ class Consumer(ConsumerConstructor):
             max_waiting=4 * concurrency,
             stop_wait_s=stop_wait_s,
             commit_timeout_s=self.client_config.default_api_timeout_ms / 1000,
+            on_error=on_error,
+            retries=retries,
+            retry_backoff_s=retry_backoff_s,
+            dead_letter_topic=dead_letter_topic,
+            dead_letter_producer=dead_letter_producer,
         )
         self._processing = True
         try:

@@ -28,8 +28,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.concurrency import Crash, TaskScope, shielded
@@ -41,7 +41,7 @@ from aiostream_kafka.structs import Record, TopicPartition
 if TYPE_CHECKING:
     from aiostream_kafka.consumer.group import ConsumerGroup, Hand
 
-__all__ = ["Handler", "ProcessRun"]
+__all__ = ["ON_ERROR", "DeadLetterSender", "Handler", "ProcessRun"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,40 @@ Handler = Callable[[Record], Awaitable[object]]
 
 # How often a wait re-checks its condition (no wait here is without a deadline).
 _POLL_S = 0.5
+_RETRY_MAX_S = 5.0  # the back-off between attempts doubles up to this
+
+#: What ``process()`` does with a record whose handler failed every attempt.
+ON_ERROR = ("raise", "skip", "dead_letter")
+
+
+class DeadLetterSender(Protocol):
+    """What ``on_error="dead_letter"`` sends with: a :class:`~aiostream_kafka.Producer`."""
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Any: ...
+
+
+def dead_letter_headers(
+    record: Record, error: BaseException, attempts: int
+) -> list[tuple[str, bytes | None]]:
+    """The record's own headers, then ones naming where it came from and why it failed."""
+    own = [(h[0], h[1]) for h in record.headers]
+    return [
+        *own,
+        ("dlq.error.type", type(error).__qualname__.encode()),
+        ("dlq.error.message", str(error).encode(errors="replace")[:4096]),
+        ("dlq.source.topic", record.topic.encode()),
+        ("dlq.source.partition", str(record.partition).encode()),
+        ("dlq.source.offset", str(record.offset).encode()),
+        ("dlq.attempts", str(attempts).encode()),
+    ]
 
 
 class ProcessRun:
@@ -70,6 +104,11 @@ class ProcessRun:
         max_waiting: int,
         stop_wait_s: float,
         commit_timeout_s: float,
+        on_error: str = "raise",
+        retries: int = 0,
+        retry_backoff_s: float = 0.1,
+        dead_letter_topic: str | None = None,
+        dead_letter_producer: DeadLetterSender | None = None,
     ) -> None:
         self._records = records
         self._handler = handler
@@ -81,6 +120,14 @@ class ProcessRun:
         self._max_waiting = max_waiting
         self._stop_wait_s = stop_wait_s
         self._commit_timeout_s = commit_timeout_s
+        self._on_error = on_error
+        self._retries = retries
+        self._retry_backoff_s = retry_backoff_s
+        self._dead_letter_topic = dead_letter_topic
+        self._dead_letter_producer = dead_letter_producer
+        # Records whose handler failed every attempt: skipped, or sent to the dead letters.
+        self.skipped = 0
+        self.dead_lettered = 0
         self._scope = TaskScope("consumer process()")
         self._tasks: dict[asyncio.Task[None], tuple[Record, Hand | None]] = {}
         # Handlers cancelled because their partition was forgotten.
@@ -220,26 +267,76 @@ class ProcessRun:
 
     async def _handle(self, record: Record, hand: Hand | None) -> None:
         finished = False
+        attempts = 0
         try:
-            if self._handler_timeout_s is None:
-                await self._handler(record)
-            else:
+            while True:
+                attempts += 1
                 try:
-                    async with asyncio.timeout(self._handler_timeout_s):
-                        await self._handler(record)
-                except TimeoutError as exc:
-                    raise TimeoutError(
-                        f"the handler of {record.topic}[{record.partition}]@{record.offset} "
-                        f"ran past handler_timeout_s={self._handler_timeout_s}"
-                    ) from exc
-            finished = True
-        except Exception as exc:  # on_error="raise": stop; its record stays unfinished
-            if self._error is None:
-                self._error = exc
-            self._stopping = True
-            self._ended.set()
+                    await self._attempt(record)
+                    finished = True
+                    return
+                except Exception as exc:
+                    if attempts <= self._retries and not self._stopping:
+                        delay = min(self._retry_backoff_s * 2 ** (attempts - 1), _RETRY_MAX_S)
+                        log.info("process(): the handler of %s[%d]@%d failed (attempt %d of "
+                                 "%d): %r; again in %.2f s", record.topic, record.partition,
+                                 record.offset, attempts, self._retries + 1, exc,
+                                 delay)  # fmt: skip
+                        await asyncio.sleep(delay)
+                        continue
+                    finished = await self._failed(record, exc, attempts)
+                    return
         finally:
             self._end(record, hand, finished)
+
+    async def _attempt(self, record: Record) -> None:
+        if self._handler_timeout_s is None:
+            await self._handler(record)
+            return
+        try:
+            async with asyncio.timeout(self._handler_timeout_s):
+                await self._handler(record)
+        except TimeoutError as exc:
+            raise TimeoutError(
+                f"the handler of {record.topic}[{record.partition}]@{record.offset} "
+                f"ran past handler_timeout_s={self._handler_timeout_s}"
+            ) from exc
+
+    async def _failed(self, record: Record, exc: Exception, attempts: int) -> bool:
+        """The handler of ``record`` failed ``attempts`` times: apply ``on_error``.
+        Returns True when the record counts as finished (skipped, or dead-lettered)."""
+        where = f"{record.topic}[{record.partition}]@{record.offset}"
+        if self._on_error == "skip":
+            log.error("process(): the handler of %s failed %d time(s); skipped (committed "
+                      "past)", where, attempts, exc_info=exc)  # fmt: skip
+            self.skipped += 1
+            return True
+        if self._on_error == "dead_letter":
+            producer, topic = self._dead_letter_producer, self._dead_letter_topic
+            assert producer is not None and topic is not None  # checked by process()
+            try:
+                await producer.send(
+                    topic, value=record.value, key=record.key,
+                    headers=dead_letter_headers(record, exc, attempts),
+                )  # fmt: skip
+            except Exception as send_exc:
+                send_exc.__context__ = exc
+                log.error("process(): %s could not be sent to the dead-letter topic %r: %r",
+                          where, topic, send_exc)  # fmt: skip
+                self._fail(send_exc)
+                return False
+            log.warning("process(): the handler of %s failed %d time(s); sent to %r",
+                        where, attempts, topic, exc_info=exc)  # fmt: skip
+            self.dead_lettered += 1
+            return True
+        self._fail(exc)  # "raise": stop; its record stays unfinished
+        return False
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None:
+            self._error = exc
+        self._stopping = True
+        self._ended.set()
 
     def _end(self, record: Record, hand: Hand | None, finished: bool) -> None:
         task = asyncio.current_task()
