@@ -43,7 +43,7 @@ import logging
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Self, Unpack
+from typing import Any, Self, Unpack, cast
 
 from aiostream_kafka import _args
 from aiostream_kafka.concurrency import Crash, TaskScope, gather_all, gather_settled, stop_tasks
@@ -448,10 +448,15 @@ class KafkaSupervisor:
         group_id: str | None = None,
         pattern: str | None = None,
         name: str | None = None,
+        concurrency: int | None = None,
+        ordering: str = "key",
         **options: Unpack[ConsumerOptions],
     ) -> Callable[[ConsumerHandler], ConsumerHandler]:
         """Decorate ``async def handler(consumer: Consumer) -> None`` to run it, for the
-        app's lifetime, with a started :class:`Consumer` of its own.
+        app's lifetime, with a started :class:`Consumer` of its own. With ``concurrency``
+        the handler is a record handler instead (``async def handler(record: Record)``)
+        run through :meth:`Consumer.process` with that ``concurrency`` and ``ordering``:
+        :meth:`record_consumer` with ``concurrency`` (``topics`` and ``group_id`` needed).
 
         With ``topics`` or ``pattern`` the consumer has subscribed (``group_id`` needed)
         before the handler starts; with neither, the handler assigns or subscribes itself.
@@ -465,6 +470,17 @@ class KafkaSupervisor:
             RuntimeError: the integration has already started.
         """
         topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
+        if concurrency is not None:
+            if not topic_list or group_id is None or pattern is not None:
+                raise ConfigError(
+                    "concurrency= runs a record handler through Consumer.process(): give "
+                    "topics and a group_id (no pattern)"
+                )
+            runs_records = self.record_consumer(
+                topic_list, group_id=group_id, name=name, concurrency=concurrency,
+                ordering=ordering, **options,
+            )  # fmt: skip
+            return cast("Callable[[ConsumerHandler], ConsumerHandler]", runs_records)
         if (topic_list or pattern is not None) and group_id is None:
             raise ConfigError("subscribing to topics or a pattern needs a group_id")
         if topic_list and pattern is not None:
@@ -495,25 +511,55 @@ class KafkaSupervisor:
         commit_every: int = 1000,
         commit_within_s: float = 5.0,
         name: str | None = None,
+        concurrency: int | None = None,
+        ordering: str = "key",
+        on_error: str = "raise",
+        retries: int = 0,
         **options: Unpack[ConsumerOptions],
     ) -> Callable[[RecordHandler], RecordHandler]:
         """Decorate ``async def handler(record: Record) -> None`` to call it for every
-        record of ``topics`` in the consumer group ``group_id``, one at a time.
+        record of ``topics`` in the consumer group ``group_id``: one at a time, or with
+        ``concurrency`` up to that many at once through :meth:`Consumer.process`
+        (``ordering`` "key", "partition" or "none"; ``on_error`` "raise" or "skip" after
+        ``retries`` more attempts; commits never skip a record).
 
         Progress is committed in the background every ``commit_every`` records or
-        ``commit_within_s`` seconds (:meth:`Consumer.committing`): a record counts as
-        processed once its handler returned (at-least-once). A handler that raises stops
-        this consumer (see the module docs). Returns the handler unchanged.
+        ``commit_within_s`` seconds (:meth:`Consumer.committing`, or ``process()``'s
+        commits): a record counts as processed once its handler returned
+        (at-least-once). A handler that raises (with ``on_error="raise"``) stops this
+        consumer (see the module docs). Returns the handler unchanged.
 
         Raises:
-            ConfigError: as for :meth:`consumer`, or non-positive commit settings.
+            ConfigError: as for :meth:`consumer`, non-positive commit settings, or
+                ``concurrency``/``ordering``/``on_error``/``retries`` not valid.
             RuntimeError: the integration has already started.
         """
         if commit_every <= 0 or commit_within_s <= 0:
             raise ConfigError("commit_every and commit_within_s must be positive")
+        if concurrency is not None:
+            if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+                raise ConfigError(f"concurrency must be an int >= 1, got {concurrency!r}")
+            if ordering not in ("key", "partition", "none"):
+                raise ConfigError(
+                    f'ordering must be "key", "partition" or "none", got {ordering!r}'
+                )
+            if on_error not in ("raise", "skip"):
+                raise ConfigError(
+                    f'on_error must be "raise" or "skip" here, got {on_error!r} (a dead-letter '
+                    "topic needs a Producer: call Consumer.process() in a consumer() handler)"
+                )
+            if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+                raise ConfigError(f"retries must be an int >= 0, got {retries!r}")
 
         def decorate(handler: RecordHandler) -> RecordHandler:
             async def run(consumer: Consumer) -> None:
+                if concurrency is not None:
+                    await consumer.process(
+                        handler, concurrency=concurrency, ordering=ordering,  # type: ignore[arg-type]
+                        every=commit_every, within_s=commit_within_s, on_error=on_error,
+                        retries=retries,
+                    )  # fmt: skip
+                    return
                 records: AsyncIterable[Record] = consumer.committing(
                     consumer.stream(), every=commit_every, within_s=commit_within_s
                 )

@@ -64,3 +64,39 @@ async def test_a_plain_asyncio_app_runs_consumers_and_the_producer(
     assert kafka.state == "stopped"
     readiness = kafka.readiness()
     assert not readiness.ok and readiness.reasons[0] == "Kafka supervisor is stopped"
+
+
+async def test_a_consumer_with_concurrency_runs_record_handlers_through_process(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    topic = await new_topic(partitions=2)
+    kafka = KafkaSupervisor(kafka_cluster.bootstrap_servers)
+    seen: dict[bytes, list[int]] = {}
+    running = 0
+    peak = 0
+    got_all = asyncio.Event()
+
+    @kafka.consumer([topic], group_id=f"sup-{uuid.uuid4().hex[:8]}", concurrency=8)
+    async def handle(record: Record) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            await asyncio.sleep(0.02)
+            assert record.key is not None and record.value is not None
+            seen.setdefault(record.key, []).append(int(record.value))
+            if sum(len(v) for v in seen.values()) == 80:
+                got_all.set()
+        finally:
+            running -= 1
+
+    async with kafka.run():
+        producer = kafka.get_producer()
+        for i in range(80):
+            await producer.send(topic, b"%d" % i, key=b"k%d" % (i % 10))
+        await asyncio.wait_for(got_all.wait(), 60)
+    assert 1 < peak <= 8  # concurrent, within the bound
+    # each key's records in the order produced (one key lives in one partition)
+    for key, values in seen.items():
+        assert values == sorted(values), key
+    assert sorted(v for vs in seen.values() for v in vs) == list(range(80))
