@@ -482,3 +482,112 @@ async def test_dead_letter_sends_the_failed_record_with_its_story(
     assert b"bad 20" in (headers["dlq.error.message"] or b"")
     assert headers["dlq.attempts"] == b"2"
     assert by_offset[20].value == b"20" and by_offset[20].key == b"k2"
+
+
+async def test_a_hot_key_throttles_its_partition_and_the_others_go_on(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Records waiting behind one busy key do not hold up the other partitions: past
+    ``4 * concurrency`` waiting with handler slots free, the hot partition's fetching is
+    throttled, the rest keeps flowing, and what waits stays bounded."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    count = 300
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        for i in range(count):
+            await producer.enqueue(topic, value=b"%d" % i, key=b"hot", partition=0)
+            await producer.enqueue(topic, value=b"%d" % i, key=b"k%d" % i, partition=1)
+        await producer.flush()
+    hot_done: list[int] = []
+    cold_done: list[int] = []
+    hot_when_cold_finished: list[int] = []
+    samples: list[tuple[int, frozenset[TopicPartition]]] = []
+    tp0 = TopicPartition(topic, 0)
+    async with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([tp0, TopicPartition(topic, 1)])
+
+        async def handler(record: Record) -> None:
+            if record.partition == 0:
+                await asyncio.sleep(0.02)  # one key: one at a time, 6 s in all
+                hot_done.append(record.offset)
+            else:
+                await asyncio.sleep(0.001)
+                cold_done.append(record.offset)
+                if len(cold_done) == count:
+                    hot_when_cold_finished.append(len(hot_done))
+            processing = consumer.health().processing
+            assert processing is not None
+            samples.append((processing.waiting, processing.throttled))
+            if len(hot_done) == count and len(cold_done) == count:
+                asyncio.get_running_loop().call_soon(
+                    lambda: closing.append(asyncio.ensure_future(consumer.close()))
+                )
+
+        closing: list[asyncio.Future[None]] = []
+        async with asyncio.timeout(60):
+            await consumer.process(handler, concurrency=8, ordering="key")
+        await closing[0]
+    assert sorted(cold_done) == list(range(count)) and hot_done == list(range(count))
+    # the cold partition finished while most of the hot key's records still waited
+    assert hot_when_cold_finished and hot_when_cold_finished[0] < count // 3
+    assert any(tp0 in throttled for _, throttled in samples)
+    assert max(waiting for waiting, _ in samples) <= 2 * 4 * 8
+    assert _processing_tasks() == []
+
+
+async def test_a_handler_stuck_past_max_poll_interval_makes_the_member_leave_and_rejoin(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """A handler running past ``max_poll_interval_ms`` is a liveness failure, as a stuck
+    ``async for``: health says so, the member leaves (the handler is cancelled, its record
+    not committed), joins again, and the record is handled again; nothing is lost."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=1)
+    produced = await _produce(bootstrap, topic, 60, keys=20)
+    group = _group()
+    attempts: dict[int, int] = defaultdict(int)
+    done: set[int] = set()
+    cancelled: list[int] = []
+    settings = {**GROUP_SETTINGS, "max_poll_interval_ms": 3_000}
+    async with Consumer(bootstrap, group_id=group, **settings) as consumer:  # type: ignore[arg-type]
+        consumer.subscribe([topic])
+
+        async def handler(record: Record) -> None:
+            attempts[record.offset] += 1
+            if record.offset == 10 and attempts[10] == 1:
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    cancelled.append(record.offset)
+                    raise
+            await asyncio.sleep(0.002)
+            done.add(record.offset)
+
+        task = asyncio.ensure_future(consumer.process(handler, concurrency=8, within_s=0.2))
+        try:
+            reasons: list[str] = []
+
+            async def reason() -> str | None:
+                health = consumer.health()
+                if health.reason is not None:
+                    reasons.append(health.reason)
+                processing = health.processing
+                if processing is not None and processing.in_flight:
+                    assert processing.oldest_handler_s < 60
+                return health.reason
+
+            await eventually(reason, lambda r: r is not None, 20)
+            assert "process() handler" in reasons[0], reasons[0]
+            await eventually(lambda: _len(done), lambda n: n == len(produced), 40)
+            assert cancelled == [10]
+            assert attempts[10] == 2
+            await eventually(lambda: _health_reason(consumer), lambda r: r is None, 20)
+        finally:
+            await consumer.close()
+            await task
+    committed = await _committed(bootstrap, group, topic, 1)
+    assert committed[0] is not None and committed[0].offset == len(produced)
+
+
+async def _health_reason(consumer: Consumer) -> str | None:
+    return consumer.health().reason

@@ -99,7 +99,7 @@ class Consumer(ConsumerConstructor):
         self._group: ConsumerGroup | None = None
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
-        self._processing = False
+        self._processing: ProcessRun | None = None  # the process() running
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -389,8 +389,18 @@ class Consumer(ConsumerConstructor):
         (the revocation waits, up to half the rebalance timeout ``max_poll_interval_ms``,
         for the partition's running handlers; one still running then is cancelled and its
         record not committed) and when ``process()`` stops. Without a group nothing is
-        committed. At most ``4 * concurrency`` records wait for their turn; beyond that no
-        more are taken, so fetching pauses.
+        committed.
+
+        Memory stays bounded: records taken whose handler cannot start yet (behind a busy
+        key or partition) wait, ``4 * concurrency`` of them at most while every handler
+        runs (then no more are taken and the bounded prefetch pauses fetching); while
+        handler slots are free, what waits is blocked, so the partitions it belongs to
+        stop being fetched (throttled; :meth:`paused` lists them) and the others go on,
+        up to ``8 * concurrency`` waiting. :meth:`health` shows the run
+        (:attr:`ConsumerHealth.processing`); a handler running longer than
+        ``max_poll_interval_ms`` makes the member leave its group as a stuck
+        ``async for`` does (its partitions go to another member; the handler is cancelled
+        and its record not committed), and it joins again once handlers run anew.
 
         ``handler_timeout_s`` (None: no limit): a handler running longer is cancelled and
         counts as failed with :class:`TimeoutError`.
@@ -449,7 +459,7 @@ class Consumer(ConsumerConstructor):
                 "process() commits what its handlers finished: enable_auto_commit would "
                 "commit records handed out to handlers still running; set it False"
             )
-        if self._processing:
+        if self._processing is not None:
             raise ConsumerStateError("process() is already running on this consumer")
         self._engine.check_usable()
         group = self._group if self._group is not None and self._group.subscribed else None
@@ -473,24 +483,29 @@ class Consumer(ConsumerConstructor):
             retry_backoff_s=retry_backoff_s,
             dead_letter_topic=dead_letter_topic,
             dead_letter_producer=dead_letter_producer,
+            throttle=self._engine,
         )
-        self._processing = True
+        self._processing = run
         try:
             await run.run()
         finally:
-            self._processing = False
+            self._processing = None
 
     def health(self) -> ConsumerHealth:
         """The consumer's state for a liveness probe (see :class:`ConsumerHealth`): group
         state (or ``"assigned"``), the last successful heartbeat, the last Fetch response
         and the last one that made progress, owned vs fetched partitions, how long the
         application has not asked for records, the error that stopped it and the problem
-        that keeps it from consuming, if any."""
+        that keeps it from consuming, if any; with a :meth:`process` running, its
+        handlers in flight, records waiting, oldest handler and commit gaps."""
+        run = self._processing
+        processing = None if run is None else run.health()
         if self._group is not None:
-            return self._group.health()
+            return dataclasses.replace(self._group.health(), processing=processing)
         engine = self._engine
         metrics = engine.buffer.metrics
         return ConsumerHealth(
+            processing=processing,
             state="closed" if self._closed else "assigned",
             last_heartbeat_at=None,
             last_fetch_at=metrics.last_fetch_at or None,

@@ -349,7 +349,9 @@ class FetchEngine:
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching and handing out ``partitions``; what is buffered stays."""
         for tp in partitions:
-            self.state(tp).paused = True
+            ps = self.state(tp)
+            ps.user_paused = True
+            ps.paused = True
 
     def hold(self, partitions: Iterable[TopicPartition]) -> None:
         """A revocation of ``partitions`` starts: stop fetching and handing them out now
@@ -363,13 +365,36 @@ class FetchEngine:
                 self.held.add(tp)
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        """Undo :meth:`pause` (not for partitions being revoked: see :meth:`hold`)."""
+        """Undo :meth:`pause` (not for partitions being revoked: see :meth:`hold`, nor
+        throttled ones: see :meth:`throttle`)."""
         for tp in partitions:
             ps = self.state(tp)
-            if ps.paused and tp not in self.held:
-                ps.paused = False
-                self.buffer.resumed(ps)
-                ps.wake()
+            ps.user_paused = False
+            self._unpause(ps)
+
+    def throttle(self, partitions: Iterable[TopicPartition]) -> None:
+        """``process()``'s backpressure: stop fetching and handing out ``partitions`` (as
+        :meth:`pause`) until :meth:`unthrottle`; unassigned ones are skipped. Independent
+        of the user's :meth:`pause`/:meth:`resume`."""
+        for tp in partitions:
+            ps = self.partitions.get(tp)
+            if ps is not None:
+                ps.throttled = True
+                ps.paused = True
+
+    def unthrottle(self, partitions: Iterable[TopicPartition]) -> None:
+        """Undo :meth:`throttle` (a partition the user paused stays paused)."""
+        for tp in partitions:
+            ps = self.partitions.get(tp)
+            if ps is not None and ps.throttled:
+                ps.throttled = False
+                self._unpause(ps)
+
+    def _unpause(self, ps: PartitionState) -> None:
+        if ps.paused and not ps.user_paused and not ps.throttled and ps.tp not in self.held:
+            ps.paused = False
+            self.buffer.resumed(ps)
+            ps.wake()
 
     async def next_partition(self) -> PartitionState | None:
         """For the merged iterators: the next partition with deliverable data, waiting for

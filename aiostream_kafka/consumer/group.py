@@ -70,6 +70,7 @@ from aiostream_kafka.structs import TopicPartition
 from .config import GroupOptions
 from .engine import FetchEngine
 from .errors import RebalanceCallbackError
+from .processing.runner import ProcessHealth
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,10 @@ class PartitionWatcher(Protocol):
 
     def forgotten(self, partitions: frozenset[TopicPartition]) -> None:
         """``partitions`` left (after the revocation's commit, or lost without one)."""
+
+    def oldest_handler_s(self) -> float:
+        """How long its longest-running handler has run (0.0: none runs); poll liveness
+        counts that as the application not asking for records."""
 
 
 GROUP_OPTIONS = tuple(GroupOptions.__dataclass_fields__)
@@ -147,6 +152,9 @@ class ConsumerHealth:
     read from them, and a WARNING names them every 30 s; a restart would not help either).
     ``member_epoch`` is the KIP-848 member epoch under ``group_protocol="consumer"`` (None
     under the classic protocol; ``generation`` then carries the same number).
+    ``processing`` describes a running :meth:`Consumer.process` (None when none runs):
+    handlers in flight, records waiting, the oldest handler's age, the gaps between
+    committable and finished offsets (:class:`~.processing.runner.ProcessHealth`).
     ``problem`` is the old name of ``reason`` (deprecated: reading it warns).
     """
 
@@ -164,6 +172,7 @@ class ConsumerHealth:
     broker_errors: tuple[str, ...] = ()
     missing_topics: frozenset[str] = frozenset()
     member_epoch: int | None = None
+    processing: ProcessHealth | None = None
 
     @property
     def healthy(self) -> bool:
@@ -537,9 +546,17 @@ class ConsumerGroup:
             self._last_demand = now
         self._progress = progress
         idle = now - self._last_demand
+        for watcher in self._watchers:
+            busy = watcher.oldest_handler_s()
+            if busy > idle:
+                idle = busy
+                what = "a process() handler has run"
+                break
+        else:
+            what = "the application has not asked for records"
         if self._callback_since is not None and now - self._callback_since > idle:
             return now - self._callback_since, f"its {self._callback_name} callback has run"
-        return idle, "the application has not asked for records"
+        return idle, what
 
     def idle_s(self) -> float:
         """Seconds since the last sample that saw the application asking for records."""

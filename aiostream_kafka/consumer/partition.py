@@ -122,7 +122,9 @@ class PartitionState:
         "reset_strategy",
         "retry_at",
         "topic_id",
+        "throttled",
         "tp",
+        "user_paused",
         "validating",
     )
 
@@ -130,7 +132,12 @@ class PartitionState:
         self.tp = tp
         self.topic_id: uuid.UUID | None = None
         self.assigned = True
+        # Not fetched nor handed out: ``pause()``d by the user, throttled by a
+        # ``process()`` run (records of it wait behind busy keys) or held by a revocation
+        # (the engine's ``held``); each lifts only its own reason.
         self.paused = False
+        self.user_paused = False
+        self.throttled = False
         self.generation = 0
         self.fetch_position: int | None = None
         # Leader epoch of the last fetched batch: what KIP-320 validates after a leader

@@ -2,9 +2,14 @@
 
 A :class:`ProcessRun` drives one ``process()`` call over a :class:`.ProcessScheduler`:
 
-* a *puller* task takes records from the consumer's ``stream()`` and offers them; it stops
-  taking while more than ``max_waiting`` records wait in the scheduler (so the stream's
-  bounded prefetch fills and fetching pauses);
+* a *puller* task takes records from the consumer's ``stream()`` and offers them. Records
+  that cannot start yet (behind a busy key, a busy partition, or the metadata bound) wait
+  in the scheduler, at most ``max_waiting`` of them: past that, while every handler slot
+  is taken the puller stops taking (the stream's bounded prefetch fills and fetching
+  pauses); while slots are free, what waits is blocked, so the partition of each record
+  taken then is *throttled* (:class:`FetchThrottle`: not fetched nor handed out) and the
+  puller goes on with the other partitions, up to twice ``max_waiting``. A throttled
+  partition is let go once an eighth of ``max_waiting`` or fewer of its records wait;
 * each record the scheduler lets start runs ``await handler(record)`` in a task of the
   run's :class:`~aiostream_kafka.concurrency.TaskScope`; when it ends, the next records
   that may start are started from there;
@@ -28,7 +33,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
@@ -41,7 +47,9 @@ from aiostream_kafka.structs import Record, TopicPartition
 if TYPE_CHECKING:
     from aiostream_kafka.consumer.group import ConsumerGroup, Hand
 
-__all__ = ["ON_ERROR", "DeadLetterSender", "Handler", "ProcessRun"]
+__all__ = [
+    "ON_ERROR", "DeadLetterSender", "FetchThrottle", "Handler", "ProcessHealth", "ProcessRun",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,38 @@ _RETRY_MAX_S = 5.0  # the back-off between attempts doubles up to this
 
 #: What ``process()`` does with a record whose handler failed every attempt.
 ON_ERROR = ("raise", "skip", "dead_letter")
+
+
+class FetchThrottle(Protocol):
+    """How a run pauses the fetching of a partition whose records pile up (the consumer's
+    engine: its ``throttle`` is independent of the user's ``pause``/``resume``)."""
+
+    def throttle(self, partitions: Iterable[TopicPartition]) -> None: ...
+    def unthrottle(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessHealth:
+    """A running ``process()``, in :attr:`ConsumerHealth.processing`.
+
+    ``in_flight``: handlers running (a record between its attempts counts);
+    ``waiting``: records taken whose handler has not started (behind a busy key or
+    partition); ``oldest_handler_s``: how long the longest-running handler has run (0.0
+    when none runs; one past ``max_poll_interval_ms`` makes the member leave its group,
+    as a stuck ``async for`` does); ``gaps``: per partition with finished records beyond
+    its committable offset, how many offsets lie from that offset to one past the highest
+    finished one (a restart reads them again, skipping the finished ones the commit's
+    metadata names); ``throttled``: partitions whose fetching is paused because their
+    records wait; ``skipped``/``dead_lettered``: records whose handler failed every
+    attempt, skipped or sent to the dead-letter topic."""
+
+    in_flight: int
+    waiting: int
+    oldest_handler_s: float
+    gaps: Mapping[TopicPartition, int]
+    throttled: frozenset[TopicPartition]
+    skipped: int
+    dead_lettered: int
 
 
 class DeadLetterSender(Protocol):
@@ -109,8 +149,12 @@ class ProcessRun:
         retry_backoff_s: float = 0.1,
         dead_letter_topic: str | None = None,
         dead_letter_producer: DeadLetterSender | None = None,
+        throttle: FetchThrottle | None = None,
     ) -> None:
         self._records = records
+        self._throttle = throttle
+        self._throttled: set[TopicPartition] = set()
+        self._release_at = max(max_waiting // 8, 1)
         self._handler = handler
         self._sched = scheduler
         self._group = group
@@ -130,6 +174,7 @@ class ProcessRun:
         self.dead_lettered = 0
         self._scope = TaskScope("consumer process()")
         self._tasks: dict[asyncio.Task[None], tuple[Record, Hand | None]] = {}
+        self._started_at: dict[asyncio.Task[None], float] = {}  # time.monotonic()
         # Handlers cancelled because their partition was forgotten.
         self._abandoned: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -174,6 +219,7 @@ class ProcessRun:
         self._sched.forget(partitions)
         self._revoking -= partitions
         self._dirty -= partitions
+        self._throttled -= partitions
         for task, (record, _) in list(self._tasks.items()):
             if TopicPartition(record.topic, record.partition) in partitions and not task.done():
                 log.warning("process(): the handler of %s[%d]@%d still runs after its "
@@ -182,6 +228,25 @@ class ProcessRun:
                 self._abandoned.add(task)
                 task.cancel()
         self._room.set()
+
+    def oldest_handler_s(self) -> float:
+        """How long the longest-running handler has run (0.0 when none runs): the group's
+        poll liveness counts it as the application not asking for records."""
+        started = self._started_at
+        return time.monotonic() - min(started.values()) if started else 0.0
+
+    def health(self) -> ProcessHealth:
+        """A snapshot for :meth:`Consumer.health` (see :class:`ProcessHealth`)."""
+        sched = self._sched
+        return ProcessHealth(
+            in_flight=sched.running,
+            waiting=sched.total_waiting,
+            oldest_handler_s=self.oldest_handler_s(),
+            gaps=sched.gaps(),
+            throttled=frozenset(self._throttled),
+            skipped=self.skipped,
+            dead_lettered=self.dead_lettered,
+        )
 
     # -- running -----------------------------------------------------------------------------
 
@@ -218,6 +283,9 @@ class ProcessRun:
         finally:
             if group is not None:
                 group.unwatch(self)
+            if self._throttled and self._throttle is not None:
+                self._throttle.unthrottle(self._throttled)
+                self._throttled.clear()
         await self._scope.aclose()  # the puller; handlers past the wait (logged)
         await shielded(self._commit_safe(), timeout=self._commit_timeout_s,
                        what="process(): the final commit")  # fmt: skip
@@ -232,7 +300,9 @@ class ProcessRun:
                     break
                 sched.offer((record,))
                 self._dispatch()
-                while sched.total_waiting >= self._max_waiting and not self._stopping:
+                if sched.total_waiting >= self._max_waiting:
+                    self._throttle_blocked(record)
+                while not self._may_take() and not self._stopping:
                     self._room.clear()
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(_POLL_S):
@@ -242,6 +312,40 @@ class ProcessRun:
                 self._error = exc
         finally:
             self._ended.set()
+
+    def _may_take(self) -> bool:
+        """Whether the puller may take another record: fewer than ``max_waiting`` wait,
+        or (with a throttle) handler slots are free (so what waits is blocked and its
+        partitions are throttled) and fewer than twice that wait."""
+        sched = self._sched
+        waiting = sched.total_waiting
+        if waiting < self._max_waiting:
+            return True
+        return (
+            self._throttle is not None
+            and sched.running < sched.concurrency
+            and waiting < 2 * self._max_waiting
+        )
+
+    def _throttle_blocked(self, record: Record) -> None:
+        """Past ``max_waiting`` with handler slots free: pause ``record``'s partition if
+        records of it wait (they are blocked: the free slots would have started them)."""
+        throttle = self._throttle
+        if throttle is None or self._sched.running >= self._sched.concurrency:
+            return
+        tp = TopicPartition(record.topic, record.partition)
+        if tp not in self._throttled and self._sched.waiting(tp) > 0:
+            self._throttled.add(tp)
+            throttle.throttle((tp,))
+            log.debug("process(): %s throttled: %d of its records wait", tp,
+                      self._sched.waiting(tp))  # fmt: skip
+
+    def _release_throttled(self) -> None:
+        sched = self._sched
+        free = [tp for tp in self._throttled if sched.waiting(tp) <= self._release_at]
+        if free and self._throttle is not None:
+            self._throttled.difference_update(free)
+            self._throttle.unthrottle(free)
 
     def _dispatch(self) -> None:
         """Start the handlers of the records that may start now."""
@@ -263,6 +367,7 @@ class ProcessRun:
             if hand is not None:
                 hand.task = task
             self._tasks[task] = (record, hand)
+            self._started_at[task] = time.monotonic()
             self._idle.clear()
 
     async def _handle(self, record: Record, hand: Hand | None) -> None:
@@ -343,6 +448,7 @@ class ProcessRun:
         abandoned = False
         if task is not None:
             self._tasks.pop(task, None)
+            self._started_at.pop(task, None)
             abandoned = task in self._abandoned
             self._abandoned.discard(task)
         tp = TopicPartition(record.topic, record.partition)
@@ -363,6 +469,8 @@ class ProcessRun:
             self._group.drop_hand(hand)
         self._room.set()
         self._dispatch()
+        if self._throttled:
+            self._release_throttled()
         if not self._tasks:
             self._idle.set()
 

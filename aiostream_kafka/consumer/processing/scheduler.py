@@ -326,6 +326,16 @@ class ProcessScheduler:
         part = self._parts.get(tp)
         return frozenset() if part is None else frozenset(part.done)
 
+    def gaps(self) -> dict[TopicPartition, int]:
+        """Per partition with finished records beyond its committable offset: the offsets
+        from that offset to one past the highest finished one (O(the finished offsets))."""
+        gaps: dict[TopicPartition, int] = {}
+        for tp, part in self._parts.items():
+            base = part.committable()
+            if part.done and base is not None and not part.revoked:
+                gaps[tp] = max(part.done) + 1 - base
+        return gaps
+
     def waiting(self, tp: TopicPartition) -> int:
         """How many records of ``tp`` were offered and have not started (the caller counts
         them against its prefetch budget)."""
