@@ -9,7 +9,7 @@ import random
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import pytest
 from helpers import eventually
@@ -148,7 +148,7 @@ async def test_key_order_and_concurrency_with_random_handler_times(
     assert peak == concurrency
     assert _processing_tasks() == []
     committed = await _committed(bootstrap, group, topic, 12)
-    ends = defaultdict(int)
+    ends: defaultdict[int, int] = defaultdict(int)
     for p, o in produced:
         ends[p] = max(ends[p], o + 1)
     assert {p: om.offset for p, om in committed.items() if om is not None} == dict(ends)
@@ -245,7 +245,7 @@ async def test_restart_from_the_commit_skips_what_completed_and_loses_nothing(
     assert set(second_handled) | first_done == set(produced)  # nothing lost
 
 
-async def _len(items: set[Key]) -> int:
+async def _len(items: set[Key] | set[int]) -> int:
     return len(items)
 
 
@@ -349,11 +349,11 @@ async def test_a_member_joining_mid_run_commits_only_finished_records_and_loses_
         offsets = group_.coordinator.offsets
         real = offsets.commit
 
-        async def commit(wanted: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        async def commit(wanted: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
             commits.append((time.monotonic(), dict(wanted)))
             await real(wanted)
 
-        offsets.commit = commit  # type: ignore[method-assign]
+        offsets.commit = commit  # type: ignore[method-assign,assignment]
 
     a, handle_a = member("a")
     b, handle_b = member("b")
@@ -401,7 +401,7 @@ async def test_process_refuses_unsupported_options(
             {"concurrency": 0},
         ):
             with pytest.raises(ConfigError):
-                await consumer.process(_noop, **bad)  # type: ignore[arg-type]
+                await consumer.process(_noop, **bad)
     async with Consumer(
         kafka_cluster.bootstrap_servers, group_id=_group(), enable_auto_commit=True
     ) as consumer:
@@ -681,16 +681,16 @@ async def test_a_sigkilled_process_redoes_only_what_its_last_commit_did_not_cove
         if process.returncode is None:
             process.kill()
             await process.wait()
-    for line in rest.decode().splitlines():
-        kind, p, o = line.split()
-        (started if kind == "s" else finished).add((int(p), int(o)))
+    for text in rest.decode().splitlines():
+        kind_, p_, o_ = text.split()
+        (started if kind_ == "s" else finished).add((int(p_), int(o_)))
     running_at_kill = started - finished
     committed = await _committed(bootstrap, group, topic, 4)
     covered: set[Key] = set()
-    for p, om in committed.items():
+    for part, om in committed.items():
         if om is not None:
-            covered |= {(p, o) for o in range(om.offset)}
-            covered |= {(p, o) for o in decode_completed(om.metadata or "", om.offset)}
+            covered |= {(part, o) for o in range(om.offset)}
+            covered |= {(part, o) for o in decode_completed(om.metadata or "", om.offset)}
     covered &= set(produced)
     assert covered <= finished  # never committed past a record that did not finish
     assert covered, "nothing was committed before the kill"
