@@ -764,3 +764,64 @@ async def test_drain_during_process_lets_handlers_finish_and_commits_all_they_fi
             covered |= {(p, o) for o in decode_completed(om.metadata or "", om.offset)}
     covered &= set(produced)
     assert covered == done  # all that finished, nothing that did not
+
+
+async def test_cancelled_at_any_point_process_leaves_nothing_and_commits_only_finished(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """``process()`` cancelled at many points (before its first record, while handlers
+    run, during a retry's back-off, a commit): each time it re-raises, leaves no task, never
+    commits past an unfinished record, and a later ``process()`` on the same consumer goes
+    on from there; in the end every record was handled."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=3)
+    produced = await _produce(bootstrap, topic, 1_500, keys=150)
+    group = _group()
+    done: set[Key] = set()
+    failed_once: set[Key] = set()
+
+    async def handler(record: Record) -> None:
+        key = (record.partition, record.offset)
+        await asyncio.sleep(random.uniform(0.0, 0.004))
+        if record.offset % 7 == 3 and key not in failed_once:
+            failed_once.add(key)
+            raise RuntimeError("first attempt fails")
+        done.add(key)
+
+    rng = random.Random(30)
+    async with Consumer(bootstrap, group_id=group, **GROUP_SETTINGS) as consumer:  # type: ignore[arg-type]
+        consumer.subscribe([topic])
+        group_ = consumer.group
+        assert group_ is not None
+        for _ in range(12):
+            task = asyncio.ensure_future(
+                consumer.process(
+                    handler,
+                    concurrency=16,
+                    retries=1,
+                    retry_backoff_s=0.02,
+                    every=20,
+                    within_s=0.05,
+                )
+            )
+            await asyncio.sleep(rng.choice([0.0, 0.001, 0.01, 0.05, 0.2, 0.5]))
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert _processing_tasks() == []
+            for tp, offset in group_.committed_offsets.items():
+                below = [o for (p, o) in produced if p == tp.partition and o < offset]
+                assert all((tp.partition, o) in done for o in below), tp
+        closing: list[asyncio.Future[None]] = []
+
+        async def last(record: Record) -> None:
+            await handler(record)
+            if done >= set(produced) and not closing:
+                closing.append(asyncio.ensure_future(consumer.close()))
+
+        if not done >= set(produced):
+            async with asyncio.timeout(60):
+                await consumer.process(last, concurrency=16, retries=1, retry_backoff_s=0.02)
+            await closing[0]
+    assert done >= set(produced)
+    assert _processing_tasks() == []

@@ -411,16 +411,18 @@ class Consumer(ConsumerConstructor):
         records start, the running handlers are waited for (as long as a revocation
         would), what finished is committed (never past the failed record in its
         partition), then the handler's exception is raised; records taken and not
-        finished are read again from the commit by the group's next owner: close the
-        consumer after ``process()`` raised. ``"skip"``: logged at ERROR with its
-        traceback, the record counts as done (committed past). ``"dead_letter"``: the
+        finished are handed out again (to a later ``process()`` of this consumer, which
+        skips those finished beyond them, or from the commit to the group's next
+        owner). ``"skip"``: logged at ERROR with its traceback, the record counts as
+        done (committed past). ``"dead_letter"``: the
         record is sent with ``dead_letter_producer`` (a started
         :class:`~aiostream_kafka.Producer`) to ``dead_letter_topic``, key and value as the
         handler got them, its headers plus ``dlq.error.type``, ``dlq.error.message``,
         ``dlq.source.topic``, ``dlq.source.partition``, ``dlq.source.offset`` and
         ``dlq.attempts``; once acknowledged it counts as done; if the send fails,
         ``process()`` stops and raises that error as with ``"raise"``.
-        Cancelling ``process()`` cancels the running handlers, commits what finished and
+        Cancelling ``process()`` cancels the running handlers, commits what finished,
+        hands out again what was taken and not finished (as after ``"raise"``) and
         re-raises :class:`asyncio.CancelledError`.
 
         Raises:
@@ -483,7 +485,7 @@ class Consumer(ConsumerConstructor):
             retry_backoff_s=retry_backoff_s,
             dead_letter_topic=dead_letter_topic,
             dead_letter_producer=dead_letter_producer,
-            throttle=self._engine,
+            fetch=self._engine,
         )
         self._processing = run
         try:

@@ -279,6 +279,7 @@ class FetchEngine:
     def reposition(self, ps: PartitionState, offset: int, leader_epoch: int | None) -> None:
         """Move ``ps`` to ``offset`` (seek, reset result, truncation)."""
         self.buffer.discard(ps)
+        ps.carry = None
         ps.generation += 1
         ps.fetch_position = offset
         ps.fetch_epoch = leader_epoch
@@ -294,6 +295,7 @@ class FetchEngine:
     def request_reset(self, ps: PartitionState, strategy: str) -> None:
         """Forget the position of ``ps`` and look one up per ``strategy``."""
         self.buffer.discard(ps)
+        ps.carry = None
         ps.generation += 1
         ps.fetch_position = None
         ps.fetch_epoch = None
@@ -389,6 +391,39 @@ class FetchEngine:
             if ps is not None and ps.throttled:
                 ps.throttled = False
                 self._unpause(ps)
+
+    # -- for Consumer.process() (runner.FetchControl) --------------------------------------
+
+    def assigned_partitions(self) -> frozenset[TopicPartition]:
+        """The partitions the engine fetches for now."""
+        return frozenset(self.partitions)
+
+    def delivered(self, tp: TopicPartition) -> int | None:
+        """The offset after the last record of ``tp`` handed out (None: unassigned, or
+        no position yet)."""
+        ps = self.partitions.get(tp)
+        return None if ps is None else ps.delivered_position()
+
+    def rewind(self, tp: TopicPartition, offset: int, completed: frozenset[int]) -> None:
+        """A ``process()`` run ends with records of ``tp`` from ``offset`` on taken and
+        not all finished: hand them out again from ``offset`` (a seek, when the position
+        is past it) and keep ``completed`` (the offsets beyond it already finished) for
+        the next run (:meth:`carried`). Unassigned partitions are skipped."""
+        ps = self.partitions.get(tp)
+        if ps is None:
+            return
+        position = ps.delivered_position()
+        if position is not None and position > offset:
+            self.reposition(ps, offset, None)
+        ps.carry = (offset, completed)
+
+    def carried(self, tp: TopicPartition) -> tuple[int, frozenset[int]] | None:
+        """What :meth:`rewind` left for ``tp``, while its position is still there."""
+        ps = self.partitions.get(tp)
+        if ps is None or ps.carry is None:
+            return None
+        position = ps.delivered_position()
+        return ps.carry if position is None or position == ps.carry[0] else None
 
     def _unpause(self, ps: PartitionState) -> None:
         if ps.paused and not ps.user_paused and not ps.throttled and ps.tp not in self.held:

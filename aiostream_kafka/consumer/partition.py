@@ -96,6 +96,7 @@ class PartitionState:
     __slots__ = (
         "assigned",
         "blocked",
+        "carry",
         "event",
         "failed",
         "fetch_epoch",
@@ -138,6 +139,10 @@ class PartitionState:
         self.paused = False
         self.user_paused = False
         self.throttled = False
+        # Left by a ``process()`` run that ended with records of it taken and not
+        # finished: the offset it rewound to and the offsets beyond it its handlers had
+        # finished, for the next run (cleared by any other move of the position).
+        self.carry: tuple[int, frozenset[int]] | None = None
         self.generation = 0
         self.fetch_position: int | None = None
         # Leader epoch of the last fetched batch: what KIP-320 validates after a leader

@@ -23,3 +23,20 @@ def test_throttle_and_pause_each_lift_only_their_own() -> None:
     engine.unthrottle([tp1])  # a partition being revoked stays paused
     assert consumer.paused() == {tp1}
     assert not engine.partitions[tp1].fetchable(10)
+
+
+def test_rewind_carries_what_finished_until_the_position_moves() -> None:
+    """A process() run that ends with records taken and unfinished rewinds the partition
+    to its committable offset and leaves the finished offsets beyond it for the next run;
+    a seek of the user's drops that."""
+    consumer = Consumer("localhost:9")
+    tp = TopicPartition("t", 0)
+    consumer.assign([tp])
+    engine = consumer._engine
+    consumer.seek(tp, 40)
+    engine.rewind(tp, 40, frozenset({42, 43}))
+    assert engine.carried(tp) == (40, frozenset({42, 43}))
+    consumer.seek(tp, 45)
+    assert engine.carried(tp) is None
+    engine.rewind(TopicPartition("t", 9), 1, frozenset())  # unassigned: skipped
+    assert engine.carried(TopicPartition("t", 9)) is None

@@ -7,7 +7,7 @@ A :class:`ProcessRun` drives one ``process()`` call over a :class:`.ProcessSched
   in the scheduler, at most ``max_waiting`` of them: past that, while every handler slot
   is taken the puller stops taking (the stream's bounded prefetch fills and fetching
   pauses); while slots are free, what waits is blocked, so the partition of each record
-  taken then is *throttled* (:class:`FetchThrottle`: not fetched nor handed out) and the
+  taken then is *throttled* (:class:`FetchControl`: not fetched nor handed out) and the
   puller goes on with the other partitions, up to twice ``max_waiting``. A throttled
   partition is let go once an eighth of ``max_waiting`` or fewer of its records wait;
 * each record the scheduler lets start runs ``await handler(record)`` in a task of the
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from aiostream_kafka.consumer.group import ConsumerGroup, Hand
 
 __all__ = [
-    "ON_ERROR", "DeadLetterSender", "FetchThrottle", "Handler", "ProcessHealth", "ProcessRun",
+    "ON_ERROR", "DeadLetterSender", "FetchControl", "Handler", "ProcessHealth", "ProcessRun",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -63,12 +63,18 @@ _RETRY_MAX_S = 5.0  # the back-off between attempts doubles up to this
 ON_ERROR = ("raise", "skip", "dead_letter")
 
 
-class FetchThrottle(Protocol):
-    """How a run pauses the fetching of a partition whose records pile up (the consumer's
-    engine: its ``throttle`` is independent of the user's ``pause``/``resume``)."""
+class FetchControl(Protocol):
+    """What a run asks of the consumer's fetching (its engine): pause a partition whose
+    records pile up (independent of the user's ``pause``/``resume``), and at the end
+    hand out again what was taken and not finished, carrying what finished beyond it to
+    the next run."""
 
     def throttle(self, partitions: Iterable[TopicPartition]) -> None: ...
     def unthrottle(self, partitions: Iterable[TopicPartition]) -> None: ...
+    def assigned_partitions(self) -> frozenset[TopicPartition]: ...
+    def delivered(self, tp: TopicPartition) -> int | None: ...
+    def rewind(self, tp: TopicPartition, offset: int, completed: frozenset[int]) -> None: ...
+    def carried(self, tp: TopicPartition) -> tuple[int, frozenset[int]] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +155,10 @@ class ProcessRun:
         retry_backoff_s: float = 0.1,
         dead_letter_topic: str | None = None,
         dead_letter_producer: DeadLetterSender | None = None,
-        throttle: FetchThrottle | None = None,
+        fetch: FetchControl | None = None,
     ) -> None:
         self._records = records
-        self._throttle = throttle
+        self._fetch = fetch
         self._throttled: set[TopicPartition] = set()
         self._release_at = max(max_waiting // 8, 1)
         self._handler = handler
@@ -197,8 +203,44 @@ class ProcessRun:
                 continue
             self._restore(tp, om.offset, om.metadata)
 
+    def _restore_owned(self) -> None:
+        """At the start: restore the partitions owned already. Where an earlier run of
+        this consumer rewound a partition (:meth:`_rewind`), from what it left; else from
+        the group's commit where the consumer hands out from the committed offset (where
+        the application read past it with ``stream()``, from the first record taken)."""
+        fetch = self._fetch
+        group = self._group
+        tps = set(group.coordinator.owned) if group is not None else set()
+        if fetch is not None:
+            tps |= fetch.assigned_partitions()
+        for tp in tps:
+            carried = fetch.carried(tp) if fetch is not None else None
+            if carried is not None:
+                self._restore_completed(tp, carried[0], carried[1])
+            elif group is not None and tp in group.committed_offsets:
+                committed = group.committed_offsets[tp]
+                position = fetch.delivered(tp) if fetch is not None else None
+                if position is None or position == committed:
+                    self._restore(tp, committed, group.committed_metadata.get(tp))
+
+    def _rewind(self) -> None:
+        """At the end (every handler ended): the consumer hands out again, from each
+        partition's committable offset, the records taken and not finished, so that a
+        later ``process()`` (or ``stream()``) of this consumer does not go past them."""
+        fetch = self._fetch
+        if fetch is None:
+            return
+        sched = self._sched
+        for tp in sched.unfinished():
+            offset = sched.committable(tp)
+            if offset is not None:
+                fetch.rewind(tp, offset, sched.completed_beyond(tp))
+
     def _restore(self, tp: TopicPartition, offset: int, metadata: str | None) -> None:
         completed = decode_completed(metadata, offset) if metadata else set()
+        self._restore_completed(tp, offset, completed)
+
+    def _restore_completed(self, tp: TopicPartition, offset: int, completed: Iterable[int]) -> None:
         try:
             self._sched.restore(tp, offset, completed)
         except ValueError:  # records of it were offered already: keep what is known
@@ -255,10 +297,8 @@ class ProcessRun:
         handler's (or the stream's) error after the running handlers ended and what is
         safe was committed. Cancelled: cancel the handlers, commit what is safe, re-raise."""
         group = self._group
+        self._restore_owned()
         if group is not None:
-            for tp in group.coordinator.owned:
-                if tp in group.committed_offsets:
-                    self._restore(tp, group.committed_offsets[tp], group.committed_metadata.get(tp))
             group.watch(self)
         try:
             self._scope.spawn(self._pull(), name="consumer process(): puller", crash=Crash.LOG)
@@ -279,16 +319,18 @@ class ProcessRun:
             await self._scope.aclose()
             await shielded(self._commit_safe(), timeout=self._commit_timeout_s,
                            what="process(): the commit after a cancellation")  # fmt: skip
+            self._rewind()
             raise
         finally:
             if group is not None:
                 group.unwatch(self)
-            if self._throttled and self._throttle is not None:
-                self._throttle.unthrottle(self._throttled)
+            if self._throttled and self._fetch is not None:
+                self._fetch.unthrottle(self._throttled)
                 self._throttled.clear()
         await self._scope.aclose()  # the puller; handlers past the wait (logged)
         await shielded(self._commit_safe(), timeout=self._commit_timeout_s,
                        what="process(): the final commit")  # fmt: skip
+        self._rewind()
         if self._error is not None:
             raise self._error
 
@@ -322,7 +364,7 @@ class ProcessRun:
         if waiting < self._max_waiting:
             return True
         return (
-            self._throttle is not None
+            self._fetch is not None
             and sched.running < sched.concurrency
             and waiting < 2 * self._max_waiting
         )
@@ -330,22 +372,22 @@ class ProcessRun:
     def _throttle_blocked(self, record: Record) -> None:
         """Past ``max_waiting`` with handler slots free: pause ``record``'s partition if
         records of it wait (they are blocked: the free slots would have started them)."""
-        throttle = self._throttle
-        if throttle is None or self._sched.running >= self._sched.concurrency:
+        fetch = self._fetch
+        if fetch is None or self._sched.running >= self._sched.concurrency:
             return
         tp = TopicPartition(record.topic, record.partition)
         if tp not in self._throttled and self._sched.waiting(tp) > 0:
             self._throttled.add(tp)
-            throttle.throttle((tp,))
+            fetch.throttle((tp,))
             log.debug("process(): %s throttled: %d of its records wait", tp,
                       self._sched.waiting(tp))  # fmt: skip
 
     def _release_throttled(self) -> None:
         sched = self._sched
         free = [tp for tp in self._throttled if sched.waiting(tp) <= self._release_at]
-        if free and self._throttle is not None:
+        if free and self._fetch is not None:
             self._throttled.difference_update(free)
-            self._throttle.unthrottle(free)
+            self._fetch.unthrottle(free)
 
     def _dispatch(self) -> None:
         """Start the handlers of the records that may start now."""

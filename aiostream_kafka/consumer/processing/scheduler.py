@@ -326,6 +326,11 @@ class ProcessScheduler:
         part = self._parts.get(tp)
         return frozenset() if part is None else frozenset(part.done)
 
+    def unfinished(self) -> list[TopicPartition]:
+        """The partitions (not revoked) with records offered whose handler has not
+        finished (waiting or running)."""
+        return [tp for tp, part in self._parts.items() if part.offered and not part.revoked]
+
     def gaps(self) -> dict[TopicPartition, int]:
         """Per partition with finished records beyond its committable offset: the offsets
         from that offset to one past the highest finished one (O(the finished offsets))."""
