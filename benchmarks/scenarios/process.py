@@ -33,7 +33,7 @@ ABOUT = (
     "and is SIGKILLed once half the records were handled; a second member of the group "
     "(both with `session_timeout_ms={session}`) then reads on from the group's commit "
     "until every record was handled by one of the two. pyrallel-consumer is not measured: "
-    "it requires Python >= 3.12 and this suite runs on 3.11 (see the section below)."
+    "every release requires Python >= 3.12 and this suite runs on 3.11 (see the notes below)."
 )
 
 THROUGHPUT_METRICS = [
@@ -202,8 +202,8 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
             share.append(
                 [
                     case["case"],
-                    _fmt(ours.get("of_ideal_pct"), "{:,.1f} %"),
-                    _fmt(peer.get("of_ideal_pct"), "{:,.1f} %"),
+                    _fmt(ours.get("of_ideal_pct"), "{:,.1f}"),
+                    _fmt(peer.get("of_ideal_pct"), "{:,.1f}"),
                     _fmt(ours.get("peak_running"), "{:,.0f}", spread=False),
                 ]
             )
@@ -217,7 +217,7 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
                 ]
             )
         lines += ["Records/s (median, min-max over the rounds) ↑:", "", *_table(rate), ""]
-        lines += ["Share of the ideal rate ↑:", "", *_table(share), ""]
+        lines += ["Share of the ideal rate, % ↑:", "", *_table(share), ""]
         lines += [
             "Ours over the sequential loops with the same handler (medians) ↑:",
             "",
