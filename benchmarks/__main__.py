@@ -145,7 +145,14 @@ async def main(argv: list[str] | None = None) -> int:
     paths = report.write(data, args.output, plots=not args.no_plots)
     log(f"wrote {', '.join(str(p) for p in paths)} (wall time {wall:.0f}s)")
     if args.publish:
-        for path in report.publish(data, args.output, ROOT / "docs"):
+        # Opt-in families alone: kept beside the main run (their sections show them), which
+        # a whole page from this run would drop.
+        paths = (
+            report.publish_opt_in(data, ROOT / "docs")
+            if all(f in OPT_IN for f in families)
+            else report.publish(data, args.output, ROOT / "docs")
+        )
+        for path in paths:
             log(f"published {path}")
     sys.stdout.write(report.summary_table(data) + "\n")
     return 1 if any(c.errors for c in ctx.cases) else 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -689,13 +690,79 @@ def publish(data: dict[str, Any], out: Path, docs: Path) -> list[Path]:
 SECTIONS = Path(__file__).resolve().parent / "sections"
 
 
+#: Where ``--publish`` of an opt-in run keeps each family's results (``FAMILY.json``), beside
+#: the main run's ``results.json``; a section with the line ``<!-- results: FAMILY -->`` gets
+#: that run's tables there.
+PUBLISHED = ROOT / "docs" / "img" / "bench"
+_MARKER = re.compile(r"^<!-- results: ([a-z_]+) -->$", re.MULTILINE)
+
+
 def docs_page(data: dict[str, Any]) -> str:
     """``docs/benchmarks.md``: the report for the docs site, then the hand-written
-    sections of ``benchmarks/sections/*.md``."""
+    sections of ``benchmarks/sections/*.md`` (each ``<!-- results: FAMILY -->`` line
+    replaced by the tables of ``docs/img/bench/FAMILY.json``, an opt-in run published)."""
     page = markdown(data, "img/bench/", html=True)
     for section in sorted(SECTIONS.glob("*.md")) if SECTIONS.is_dir() else []:
-        page += "\n" + section.read_text(encoding="utf-8")
+        text = section.read_text(encoding="utf-8")
+        page += "\n" + _MARKER.sub(lambda m: opt_in_block(m.group(1)), text)
     return page
+
+
+def opt_in_block(fam: str) -> str:
+    """The tables of the published opt-in run of ``fam`` (``docs/img/bench/FAMILY.json``)
+    with the run's details, or a note that it was not published yet."""
+    path = PUBLISHED / f"{fam}.json"
+    if not path.exists():
+        return f"*Not measured yet: `python -m benchmarks --scenarios {fam} --publish`.*"
+    part = json.loads(path.read_text())
+    m, prof = part["machine"], part["profile"]
+    builds = sorted(
+        {
+            str(c["configs"].get("ours", {}).get("build", "?"))
+            for c in part["cases"]
+            if c["configs"].get("ours")
+        }
+    )
+    lines = [
+        f"Measured at commit `{m.get('git_commit')}` on {m.get('date')}: profile "
+        f"**{prof['name']}**, {prof['rounds']} measured round(s) after "
+        f"{prof['warmup_rounds']} warm-up, wall time {part['wall_seconds']:.0f} s; "
+        f"aiostream_kafka build: {', '.join(builds) or '?'}; {m.get('cores')} cores "
+        f"({m.get('cpu')}) shared with the broker ({m.get('broker')}), load average "
+        f"{m.get('load_average_start')} at the start, {m.get('load_average_end')} at the end; "
+        f"Python {m.get('python')}, aiokafka {m.get('aiokafka')}.",
+        "",
+        part["about"][fam],
+        "",
+    ]
+    cases = [c for c in part["cases"] if c["family"] == fam]
+    lines += _extra_table(fam, cases) or _case_rows(part, cases, True, html=True)
+    notes = _notes(cases)
+    if notes:
+        lines += ["", *notes]
+    return "\n".join(lines)
+
+
+def publish_opt_in(data: dict[str, Any], docs: Path) -> list[Path]:
+    """``--publish`` of a run of opt-in families only: each family's results to
+    ``docs/img/bench/FAMILY.json`` (the main run's ``results.json``, its plots and the page's
+    main part stay), then ``docs/benchmarks.md`` again (its sections show them)."""
+    img = docs / "img" / "bench"
+    img.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fam in data["families"]:
+        part = {
+            **data,
+            "families": [fam],
+            "cases": [c for c in data["cases"] if c["family"] == fam],
+            "about": {fam: data["about"][fam]},
+            "titles": {fam: data["titles"][fam]},
+            "plots": {},
+        }
+        path = img / f"{fam}.json"
+        path.write_text(json.dumps(part, indent=1, default=str) + "\n")
+        written.append(path)
+    return [republish(docs, plots=False), *written]
 
 
 def republish(docs: Path, plots: bool = True) -> Path:

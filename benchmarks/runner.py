@@ -112,12 +112,20 @@ class Context:
             log(f"  (could not delete {name}: {exc})")
 
     async def fill(
-        self, topic: str, records: int, size: int, partitions: int, stamped: bool = False
+        self,
+        topic: str,
+        records: int,
+        size: int,
+        partitions: int,
+        stamped: bool = False,
+        keys: int = 0,
     ) -> None:
         """Write ``records`` values of ``size`` bytes round-robin over ``partitions``
         (confluent-kafka's producer); ``stamped``: each value carries its sequence number
-        (``clients.common.stamp``)."""
+        (``clients.common.stamp``); ``keys``: record ``i`` has key ``k{i % keys}``, each
+        key on one partition (``(i % keys) % partitions``)."""
         spec = {
+            "keys": keys,
             "stamped": stamped,
             "scenario": "fill",
             "bootstrap": self.bootstrap,

@@ -84,6 +84,15 @@ SHARE_SLOW_LIMIT_S = 240.0
 #: confluent-kafka: ``produce_batch``).
 PRODUCE_BATCH_CALL = 10_000
 
+#: process: the ideal rate is concurrency / mean handler time, capped by what one core can
+#: do (issue 30's goal: >= 90 % of it up to 20,000 records/s on one core).
+PROCESS_CORE_CAP = 20_000
+#: process: every group member (the SIGKILL case's resuming one waits for the killed one's
+#: session to expire) gets the broker's minimum session timeout.
+PROCESS_SESSION_TIMEOUT_MS = 6000
+#: process: a run ends with an error when its records were not handled within this.
+PROCESS_LIMIT_S = 300.0
+
 #: Java clients run with this heap (kafka-run-class.sh gives the perf tools 512M too).
 JAVA_HEAP = "-Xmx512M"
 
@@ -127,6 +136,20 @@ class Profile:
     share_records: dict[int, int] = field(default_factory=lambda: {100: 1_000_000, 1024: 300_000})
     share_slow_records: int = 2000
     share_slow_delay_ms: int = 100
+    #: process (issue 30): one topic of ``process_partitions`` partitions, records over
+    #: ``process_keys`` keys (100 B values), filled once; each run of concurrency C
+    #: handles the first ``process_records[C]`` (C=1: the sequential ``async for``) with a
+    #: fresh group; handlers "fixed" (``asyncio.sleep(0.010)``) and "random" (1-20 ms,
+    #: seeded). The SIGKILL case: its own topic of ``process_kill_records``, killed after
+    #: half were handled.
+    process_partitions: int = 12
+    process_keys: int = 1000
+    process_concurrency: list[int] = field(default_factory=lambda: [16, 64, 256])
+    process_handlers: list[str] = field(default_factory=lambda: ["fixed", "random"])
+    process_records: dict[int, int] = field(
+        default_factory=lambda: {1: 700, 16: 12_000, 64: 45_000, 256: 120_000}
+    )
+    process_kill_records: int = 40_000
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -159,6 +182,8 @@ QUICK = Profile(
     fastapi_bursts=5,
     sequential_sends=300,
     codec_rounds=1,
+    process_records={1: 300, 16: 4000, 64: 15_000, 256: 40_000},
+    process_kill_records=15_000,
 )
 
 #: The smoke test's profile: one round, tiny counts (checks the harness, not speed).
@@ -192,6 +217,10 @@ SMOKE = Profile(
     share_records={100: 3000},
     share_slow_records=100,
     share_slow_delay_ms=20,
+    process_concurrency=[64],
+    process_handlers=["fixed"],
+    process_records={1: 60, 64: 1500},
+    process_kill_records=2000,
 )
 
 PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}

@@ -128,3 +128,62 @@ def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> No
     markdown = (out / "results.md").read_text()
     assert "ours / confluent-kafka" in markdown and "ours / Java" in markdown
     assert "Slow member beside a fast one" in markdown
+
+
+def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
+    """The opt-in process scenario (issue 30) at the smoke profile: the sequential loops of
+    ours and aiokafka and ours' process() at concurrency 64 on a keyed 12-partition topic,
+    then the SIGKILL case (a member killed at half, a second one resumes): every run
+    finishes, process() runs handlers side by side, and no record is lost."""
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--profile",
+            "smoke",
+            "--scenarios",
+            "process",
+            "--clients",
+            "ours,aiokafka",
+            "--bootstrap-servers",
+            kafka_cluster.bootstrap_servers,
+            "--output",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads((out / "results.json").read_text())
+    cases = {case["case"]: case for case in data["cases"]}
+    assert sorted(cases) == [
+        "10 ms, process() x64",
+        "10 ms, sequential",
+        "SIGKILL at half, process() x64",
+    ]
+    for case in cases.values():
+        assert not case["errors"], (case["case"], case["errors"])
+    assert set(cases["10 ms, sequential"]["summary"]) == {"ours", "aiokafka"}
+    for client, runs in cases["10 ms, sequential"]["runs"].items():
+        assert runs[0]["records"] == 60 and runs[0]["peak_running"] == 1, client
+        assert abs(runs[0]["handler_mean_ms"] - 10.0) < 1e-6, client
+    concurrent = cases["10 ms, process() x64"]["runs"]["ours"][0]
+    assert concurrent["records"] == 1500
+    assert concurrent["peak_running"] > 1  # handlers ran side by side
+    assert concurrent["peak_running"] <= 64
+    # 1,500 records of 10 ms one at a time take 15 s: side by side far less
+    assert concurrent["seconds"] < 7.5, concurrent
+    kill = cases["SIGKILL at half, process() x64"]["runs"]["ours"][0]
+    assert kill["records"] == 2000
+    assert kill["lost"] == 0 and kill["committed_not_done"] == 0, kill
+    assert 1000 <= kill["done_before_kill"] < 2000, kill
+    assert kill["running_at_kill"] <= 64, kill
+    markdown = (out / "results.md").read_text()
+    assert "ours / aiokafka" in markdown
+    assert "Share of the ideal rate" in markdown and "running at the kill" in markdown

@@ -51,8 +51,10 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if scenario in ("produce", "produce_batch", "fastapi", "latency_rate", "latency_closed"):
         out["producer"] = producer_options(spec)
-    if scenario in ("consume", "pause", "latency_rate", "latency_closed"):
+    if scenario in ("consume", "pause", "latency_rate", "latency_closed", "process"):
         out["consumer"] = consumer_options(spec) | {"(other settings)": "defaults"}
+    if scenario == "process":
+        out["consumer"]["group_id"] = "(fresh per run)"
     out["api"] = {
         "produce": "await producer.send(...) per record (returns once buffered), then await "
         "each future in turn",
@@ -67,6 +69,8 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "rebalance": "each member: AIOKafkaConsumer(topic, group_id=..., enable_auto_commit="
         "True); start(); getmany(timeout_ms=100) in a loop; stop() to leave (classic only: "
         "aiokafka has no KIP-848 protocol)",
+        "process": "AIOKafkaConsumer(topic, group_id=...); async for msg in consumer: await "
+        "handler(msg)",
     }.get(scenario, "")
     if scenario == "rebalance":
         out["consumer"] = rebalance_options(spec) | {"(other settings)": "defaults"}
@@ -83,6 +87,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "pause": _pause,
         "fastapi": _fastapi,
         "rebalance_member": _rebalance_member,
+        "process": _process,
     }.get(spec["scenario"])
     if spec["scenario"] == "rebalance":
         from benchmarks.rebalance import drive
@@ -337,3 +342,37 @@ async def _rebalance_member(spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         await consumer.stop()
     return log.closed()
+
+
+async def _process(spec: dict[str, Any]) -> dict[str, Any]:
+    """The process scenario's sequential loop: ``async for msg in consumer`` awaiting the
+    handler per record (aiokafka has no concurrent form)."""
+    import uuid
+
+    from aiokafka import AIOKafkaConsumer
+
+    from benchmarks.process import Tally, delay_of
+
+    if spec["concurrency"] != 1:
+        raise Unsupported("aiokafka has no concurrent processing")
+    tally = Tally(spec["records"], delay_of(spec["handler"], spec["seed"]))
+    options = consumer_options(spec) | {"group_id": f"bench-process-{uuid.uuid4().hex[:10]}"}
+    consumer = AIOKafkaConsumer(spec["topic"], bootstrap_servers=spec["bootstrap"], **options)
+    await consumer.start()
+    try:
+
+        async def sequential() -> None:
+            async for msg in consumer:
+                await tally.handle(msg)
+                if tally.done.is_set():
+                    return
+
+        task = asyncio.ensure_future(sequential())
+        try:
+            await tally.wait(task, settings.PROCESS_LIMIT_S)
+        finally:
+            task.cancel()
+            await asyncio.wait([task], timeout=10)
+    finally:
+        await consumer.stop()
+    return tally.result(1)

@@ -123,10 +123,17 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _produce_all(producer: Any, topic: str, values: list[bytes], n: int, **kw: Any) -> None:
+    """``n`` records of ``values`` (cycled); ``partitions``: round-robin over them;
+    ``keys`` (with ``partitions``): record ``i`` gets key ``k{i % keys}`` and the partition
+    ``(i % keys) % partitions`` (every record of a key on one partition)."""
     k = len(values)
     partitions = kw.pop("partitions", None)
+    keys = kw.pop("keys", 0)
     for i in range(n):
-        extra = {"partition": i % partitions} if partitions else {}
+        if keys and partitions:
+            extra: dict[str, Any] = {"key": b"k%d" % (i % keys), "partition": i % keys % partitions}
+        else:
+            extra = {"partition": i % partitions} if partitions else {}
         while True:
             try:
                 producer.produce(topic, values[i % k], **extra, **kw)
@@ -200,14 +207,17 @@ def _produce_batch(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fill(spec: dict[str, Any]) -> dict[str, Any]:
-    """Write the data the consume scenarios read (round-robin over the partitions)."""
+    """Write the data the consume scenarios read (round-robin over the partitions, or by
+    key: ``keys``)."""
     import confluent_kafka
 
     producer = confluent_kafka.Producer(producer_config(spec))
     n, size = spec["records"], spec["size"]
     values = [stamp(i, size) for i in range(n)] if spec.get("stamped") else settings.payloads(size)
     started = time.perf_counter()
-    _produce_all(producer, spec["topic"], values, n, partitions=spec["partitions"])
+    _produce_all(
+        producer, spec["topic"], values, n, partitions=spec["partitions"], keys=spec.get("keys", 0)
+    )
     if producer.flush(300):
         raise RuntimeError("fill: not every record was delivered")
     return {"records": spec["records"], "seconds": time.perf_counter() - started}

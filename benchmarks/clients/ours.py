@@ -66,7 +66,18 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "share": "each member: ShareConsumer(bootstrap_servers=..., group_id=...) (defaults: "
         "implicit acknowledgement, max_prefetch_records=500, fetch_max_wait_ms=500); "
         "subscribe([topic]); async for record in sc",
+        "process": (
+            "subscribe([topic]); async for record in consumer.stream(): await handler(record)"
+            if spec.get("concurrency") == 1
+            else f"subscribe([topic]); await consumer.process(handler, concurrency="
+            f'{spec.get("concurrency")}, ordering="key") (commits: every=1000, within_s=5.0)'
+        ),
+        "process_kill": "two members in turn, each: subscribe([topic]); await "
+        f'consumer.process(handler, concurrency={spec.get("concurrency")}, ordering="key") '
+        "(commits: every=1000, within_s=5.0); the first SIGKILLed",
     }.get(scenario, "")
+    if scenario in ("process", "process_kill"):
+        out["consumer"] = process_options(spec) | {"(other settings)": "defaults"}
     if scenario == "rebalance":
         out["consumer"] = rebalance_options(spec) | {"(other settings)": "defaults"}
     import aiostream_kafka.protocol.records  # noqa: F401 -- loads the record decoder too
@@ -89,7 +100,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         "fastapi": _fastapi,
         "rebalance_member": _rebalance_member,
         "share_member": _share_member,
+        "process": _process,
+        "process_member": _process_member,
     }.get(spec["scenario"])
+    if spec["scenario"] == "process_kill":
+        from benchmarks.process import drive_kill
+
+        return drive_kill(spec)
     if spec["scenario"] == "rebalance":
         from benchmarks.rebalance import drive
 
@@ -366,3 +383,60 @@ async def _share_member(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         write_times(prefix, times)
     return {"records": progress.count, "peak_held": progress.peak_held}
+
+
+# -- the process scenario (benchmarks/process.py) --------------------------------------------
+
+
+def process_options(spec: dict[str, Any]) -> dict[str, Any]:
+    """A fresh group read from the earliest offset, no auto-commit (``process()`` commits
+    itself; the sequential loop commits nothing, as aiokafka's)."""
+    options = {**consumer_options(spec), "group_id": spec.get("group") or "(fresh per run)"}
+    options["auto_offset_reset"] = "earliest"
+    options["enable_auto_commit"] = False
+    if spec["scenario"] == "process_kill":
+        options["session_timeout_ms"] = settings.PROCESS_SESSION_TIMEOUT_MS
+    return options
+
+
+async def _process(spec: dict[str, Any]) -> dict[str, Any]:
+    """Throughput of ``process()`` at ``spec['concurrency']`` (1: ``async for record in
+    consumer.stream()`` awaiting the handler per record)."""
+    import uuid
+
+    from aiostream_kafka import Consumer
+    from benchmarks.process import Tally, delay_of
+
+    concurrency = spec["concurrency"]
+    tally = Tally(spec["records"], delay_of(spec["handler"], spec["seed"]))
+    options = process_options(spec) | {"group_id": f"bench-process-{uuid.uuid4().hex[:10]}"}
+    async with Consumer(spec["bootstrap"], **options) as consumer:
+        consumer.subscribe([spec["topic"]])
+        if concurrency == 1:
+
+            async def sequential() -> None:
+                async for record in consumer.stream():
+                    await tally.handle(record)
+                    if tally.done.is_set():
+                        return
+
+            task = asyncio.ensure_future(sequential())
+        else:
+            task = asyncio.ensure_future(
+                consumer.process(tally.handle, concurrency=concurrency, ordering="key")
+            )
+        try:
+            await tally.wait(task, settings.PROCESS_LIMIT_S)
+        finally:
+            await consumer.close()
+            await asyncio.wait([task], timeout=60)
+            if not task.done():
+                task.cancel()
+                await asyncio.wait([task], timeout=10)
+    return tally.result(concurrency)
+
+
+async def _process_member(spec: dict[str, Any]) -> dict[str, Any]:
+    from benchmarks.process import run_member
+
+    return await run_member(spec)

@@ -8,10 +8,20 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-FAMILIES = ["produce", "consume", "latency", "pause", "fastapi", "codec", "rebalance", "share"]
+FAMILIES = [
+    "produce",
+    "consume",
+    "latency",
+    "pause",
+    "fastapi",
+    "codec",
+    "rebalance",
+    "share",
+    "process",
+]
 QUICK_SKIPS = {"codec"}  # micro-benchmarks without a broker: run them on their own
 #: Run only when named in ``--scenarios`` (minutes per round, several processes per run).
-OPT_IN = {"rebalance", "share"}
+OPT_IN = {"rebalance", "share", "process"}
 
 
 def family(name: str) -> ModuleType:

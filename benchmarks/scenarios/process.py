@@ -1,0 +1,247 @@
+"""Issue 30: ``Consumer.process()`` against the sequential ``async for`` (ours, aiokafka),
+an I/O-bound handler per record, and the records done again after a SIGKILL. The handlers,
+the clock and the SIGKILL driver are ``benchmarks/process.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks import settings
+from benchmarks.process import ideal_rate
+from benchmarks.runner import Case, Context, Metric
+
+FAMILY = "process"
+TITLE = "Concurrent processing: process() beside a sequential async for (issue 30)"
+HANDLERS = {"fixed": "10 ms", "random": "1-20 ms"}
+ABOUT = (
+    "One topic of {partitions} partitions is written once (confluent-kafka) with "
+    "{records:,} records of 100 B over {keys:,} keys (record `i` has key `k{{i % {keys}}}`, "
+    "every key on one partition). Every run reads it from the earliest offset with a fresh "
+    "consumer group (`subscribe`, the common fetch settings, no auto-commit) and gives each "
+    "record to a handler: `await asyncio.sleep(0.010)` (*10 ms*), or a sleep of 1-20 ms "
+    "(*1-20 ms*: uniform, a seeded function of the record's partition and offset, so every "
+    "client of a round sleeps the same for the same record). *sequential*: ours `async for "
+    "record in consumer.stream(): await handler(record)`, aiokafka `async for msg in "
+    "consumer: await handler(msg)`; *process() xC*: ours `await consumer.process(handler, "
+    'concurrency=C, ordering="key")` with its commit defaults (`every=1000`, '
+    "`within_s=5.0`). The clock runs from the first handler's start to the N-th handler's "
+    "end (N: {counts}); the group join is not timed. **Ideal** = concurrency / mean "
+    "handler time of those N records, capped at {cap:,} records/s (issue 30's goal: >= 90 % "
+    "of the ideal up to {cap:,} records/s on one core). *SIGKILL*: a member runs "
+    "`process()` at concurrency {kill_c} on a fresh topic of {kill:,} records (10 ms "
+    "handler), writes each handler's start and end to a file (one unbuffered write each) "
+    "and is SIGKILLed once half the records were handled; a second member of the group "
+    "(both with `session_timeout_ms={session}`) then reads on from the group's commit "
+    "until every record was handled by one of the two. pyrallel-consumer is not measured: "
+    "every release requires Python >= 3.12 and this suite runs on 3.11 (see the notes below)."
+)
+
+THROUGHPUT_METRICS = [
+    Metric("records_per_s", "records/s", True),
+    Metric("of_ideal_pct", "% of ideal", True, "{:,.1f}"),
+]
+KILL_METRICS = [
+    Metric("redone", "records run again", False),
+    Metric("done_twice", "finished records run again", False),
+    Metric("running_at_kill", "handlers running at the kill", False),
+    Metric("lost", "records lost", False),
+]
+KILL_CONCURRENCY = 64
+
+
+def _throughput(result: dict[str, Any]) -> dict[str, float]:
+    rate = result["records"] / result["seconds"]
+    ideal = ideal_rate(result["concurrency"], result["handler_mean_ms"])
+    return {
+        "records_per_s": rate,
+        "of_ideal_pct": 100 * rate / ideal,
+        "ideal": ideal,
+        "handler_mean_ms": float(result["handler_mean_ms"]),
+        "peak_running": float(result["peak_running"]),
+    }
+
+
+def _kill(result: dict[str, Any]) -> dict[str, float]:
+    keys = (
+        "redone",
+        "done_twice",
+        "running_at_kill",
+        "lost",
+        "finished_uncommitted",
+        "committed_not_done",
+    )
+    return {k: float(result[k]) for k in keys}
+
+
+def case_name(handler: str, concurrency: int) -> str:
+    mode = "sequential" if concurrency == 1 else f"process() x{concurrency}"
+    return f"{HANDLERS[handler]}, {mode}"
+
+
+async def cases(ctx: Context) -> list[Case]:
+    p = ctx.profile
+    records = max(p.process_records.values())
+    topic = await ctx.create_topic("process", p.process_partitions)
+    await ctx.fill(topic, records, 100, p.process_partitions, keys=p.process_keys)
+    ctx.extra.setdefault("topics_to_delete", []).append(topic)
+    out = []
+    for handler in p.process_handlers:
+        for concurrency in [1, *p.process_concurrency]:
+            clients = ["ours", "aiokafka"] if concurrency == 1 else ["ours"]
+            out.append(
+                Case(
+                    family=FAMILY,
+                    name=case_name(handler, concurrency),
+                    scenario="process",
+                    spec={
+                        "handler": handler,
+                        "concurrency": concurrency,
+                        "records": p.process_records[concurrency],
+                        "size": 100,
+                    },
+                    metrics=THROUGHPUT_METRICS,
+                    extract=_throughput,
+                    shared_topic=topic,
+                    clients=clients,
+                )
+            )
+
+    async def kill_topic() -> str:
+        name = await ctx.create_topic("process-kill", p.process_partitions)
+        await ctx.fill(name, p.process_kill_records, 100, p.process_partitions, keys=p.process_keys)
+        return name
+
+    out.append(
+        Case(
+            family=FAMILY,
+            name=f"SIGKILL at half, process() x{KILL_CONCURRENCY}",
+            scenario="process_kill",
+            spec={
+                "records": p.process_kill_records,
+                "keys": p.process_keys,
+                "partitions": p.process_partitions,
+                "concurrency": KILL_CONCURRENCY,
+            },
+            metrics=KILL_METRICS,
+            extract=_kill,
+            topic=kill_topic,
+            cleanup=ctx.delete_topic,
+            clients=["ours"],
+        )
+    )
+    return out
+
+
+def about(profile: settings.Profile) -> str:
+    counts = ", ".join(
+        f"{profile.process_records[c]:,} ({'sequential' if c == 1 else f'x{c}'})"
+        for c in [1, *profile.process_concurrency]
+    )
+    return ABOUT.format(
+        partitions=profile.process_partitions,
+        records=max(profile.process_records.values()),
+        keys=profile.process_keys,
+        counts=counts,
+        cap=settings.PROCESS_CORE_CAP,
+        kill=profile.process_kill_records,
+        kill_c=KILL_CONCURRENCY,
+        session=settings.PROCESS_SESSION_TIMEOUT_MS,
+    )
+
+
+# -- the tables (one metric each: the docs column is narrow) -----------------------------------
+
+
+def _fmt(summary: dict[str, Any] | None, fmt: str, spread: bool = True) -> str:
+    if not summary:
+        return "n/a"
+    text = fmt.format(summary["median"])
+    if spread and summary["n"] > 1:
+        text += f" ({fmt.format(summary['min'])}-{fmt.format(summary['max'])})"
+    return text
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(rows[0]) + " |",
+        "|---|" + "---:|" * (len(rows[0]) - 1),
+        *("| " + " | ".join(r) + " |" for r in rows[1:]),
+    ]
+
+
+def extra_table(cases: list[dict[str, Any]]) -> list[str]:
+    """The throughput cases as three tables of one metric each (records/s beside the
+    ideal; the share of the ideal; the rate over the sequential loops'), then the SIGKILL
+    runs."""
+    runs = [c for c in cases if c["scenario"] == "process"]
+    kills = [c for c in cases if c["scenario"] == "process_kill"]
+    lines: list[str] = []
+    if runs:
+        rate = [["case", "ideal", "aiostream_kafka", "aiokafka"]]
+        share = [["case", "aiostream_kafka", "aiokafka", "peak running (ours)"]]
+        speed = [["case", "ours / aiokafka sequential", "ours / ours sequential"]]
+        sequential: dict[str, dict[str, float]] = {}
+        for case in runs:
+            if case["spec"]["concurrency"] == 1:
+                for client in ("ours", "aiokafka"):
+                    s = case["summary"].get(client, {}).get("records_per_s")
+                    if s:
+                        sequential.setdefault(case["spec"]["handler"], {})[client] = s["median"]
+        for case in runs:
+            s = case["summary"]
+            ours, peer = s.get("ours", {}), s.get("aiokafka", {})
+            ideal = ours.get("ideal") or peer.get("ideal")
+            rate.append(
+                [
+                    case["case"],
+                    _fmt(ideal, "{:,.0f}", spread=False),
+                    _fmt(ours.get("records_per_s"), "{:,.0f}"),
+                    _fmt(peer.get("records_per_s"), "{:,.0f}"),
+                ]
+            )
+            share.append(
+                [
+                    case["case"],
+                    _fmt(ours.get("of_ideal_pct"), "{:,.1f}"),
+                    _fmt(peer.get("of_ideal_pct"), "{:,.1f}"),
+                    _fmt(ours.get("peak_running"), "{:,.0f}", spread=False),
+                ]
+            )
+            base = sequential.get(case["spec"]["handler"], {})
+            mine = ours.get("records_per_s", {}).get("median")
+            speed.append(
+                [
+                    case["case"],
+                    f"{mine / base['aiokafka']:,.2f}x" if mine and base.get("aiokafka") else "n/a",
+                    f"{mine / base['ours']:,.2f}x" if mine and base.get("ours") else "n/a",
+                ]
+            )
+        lines += ["Records/s (median, min-max over the rounds) ↑:", "", *_table(rate), ""]
+        lines += ["Share of the ideal rate, % ↑:", "", *_table(share), ""]
+        lines += [
+            "Ours over the sequential loops with the same handler (medians) ↑:",
+            "",
+            *_table(speed),
+            "",
+        ]
+    for case in kills:
+        rows = [["run", "running at the kill", "done, not committed", "run again", "lost"]]
+        for i, run in enumerate(case["runs"].get("ours", []), 1):
+            rows.append(
+                [
+                    str(i),
+                    f"{run['running_at_kill']:,}",
+                    f"{run['finished_uncommitted']:,}",
+                    f"{run['redone']:,} ({run['done_twice']:,} done before)",
+                    f"{run['lost']:,}",
+                ]
+            )
+        errors = case["errors"].get("ours")
+        if errors:
+            rows.append(["error", errors[0][:120], "", "", ""])
+        if len(rows) > 1:
+            lines += [f"{case['case']}, {case['spec']['records']:,} records:", "", *_table(rows)]
+            lines.append("")
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
