@@ -1,4 +1,4 @@
-"""The asyncio side of ``Consumer.process()``: handler tasks, pulling, commits.
+"""The asyncio side of ``Consumer.process()``: pulling, worker tasks, commits.
 
 A :class:`ProcessRun` drives one ``process()`` call over a :class:`.ProcessScheduler`:
 
@@ -10,16 +10,20 @@ A :class:`ProcessRun` drives one ``process()`` call over a :class:`.ProcessSched
   taken then is *throttled* (:class:`FetchControl`: not fetched nor handed out) and the
   puller goes on with the other partitions, up to twice ``max_waiting``. A throttled
   partition is let go once an eighth of ``max_waiting`` or fewer of its records wait;
-* each record the scheduler lets start runs ``await handler(record)`` in a task of the
-  run's :class:`~aiostream_kafka.concurrency.TaskScope`; when it ends, the next records
-  that may start are started from there;
-* with a group, each running handler holds a group :class:`~..group.Hand` on its
-  partition, so a revocation (and ``close()``) waits for it exactly as for a record held
-  by ``committing()``; the run watches the group (:class:`~..group.PartitionWatcher`): on
-  assignment it restores the committed offsets and the completed offsets kept in their
-  metadata, on revocation it drops the revoked partitions' waiting records and stages
-  their commit, and once they are forgotten it cancels their handlers still running
-  (past the revocation's wait: their records are not committed);
+* *workers*, tasks of the run's :class:`~aiostream_kafka.concurrency.TaskScope` (at most
+  ``concurrency``, started as records become ready, ending after ``_WORKER_IDLE_S``
+  without one), run ``await handler(record)`` for the records the scheduler lets start:
+  a worker whose record ended takes the next ready one itself, idle workers are handed
+  records by the puller; no task is created per record (a handler that sets a
+  contextvar leaves it set for the later records of its worker);
+* with a group, each worker holds a group :class:`~..group.Hand` naming the partition of
+  the record in hand, so a revocation (and ``close()``) waits for it exactly as for a
+  record held by ``committing()``; the run watches the group
+  (:class:`~..group.PartitionWatcher`): on assignment it restores the committed offsets
+  and the completed offsets kept in their metadata, on revocation it drops the revoked
+  partitions' waiting records and stages their commit, and once they are forgotten it
+  cancels the workers still running their records (past the revocation's wait: those
+  records are not committed);
 * commits go through the group's staging (``stage`` with the metadata, then
   ``request_commit``: the group's committer task commits): per partition the scheduler's
   committable offset with the completed offsets beyond it
@@ -58,6 +62,7 @@ Handler = Callable[[Record], Awaitable[object]]
 # How often a wait re-checks its condition (no wait here is without a deadline).
 _POLL_S = 0.5
 _RETRY_MAX_S = 5.0  # the back-off between attempts doubles up to this
+_WORKER_IDLE_S = 1.0  # a worker with no record to take for this long ends
 
 #: What ``process()`` does with a record whose handler failed every attempt.
 ON_ERROR = ("raise", "skip", "dead_letter")
@@ -131,6 +136,22 @@ def dead_letter_headers(
     ]
 
 
+class _Worker:
+    """A task of the run handling records one after another; ``record`` is the one in
+    hand (None: idle), ``hand`` its group hand (names the record's partition, so that a
+    revocation waits for it)."""
+
+    __slots__ = ("abandoned", "hand", "record", "started", "task", "wake")
+
+    def __init__(self, hand: Hand | None) -> None:
+        self.hand = hand
+        self.record: Record | None = None
+        self.started = 0.0  # time.monotonic() when the record in hand was handed
+        self.task: asyncio.Task[None] | None = None
+        self.wake: asyncio.Future[None] | None = None  # set while idle
+        self.abandoned = False  # cancelled: its record's partition was forgotten
+
+
 class ProcessRun:
     """One ``Consumer.process()`` call; see the module docstring. ``group`` None: an
     assigned consumer (nothing is committed). ``stop_wait_s`` bounds the wait for running
@@ -161,6 +182,7 @@ class ProcessRun:
         self._fetch = fetch
         self._throttled: set[TopicPartition] = set()
         self._release_at = max(max_waiting // 8, 1)
+        self._resume_gap = max(max_waiting // 4, 1)
         self._handler = handler
         self._sched = scheduler
         self._group = group
@@ -179,15 +201,14 @@ class ProcessRun:
         self.skipped = 0
         self.dead_lettered = 0
         self._scope = TaskScope("consumer process()")
-        self._tasks: dict[asyncio.Task[None], tuple[Record, Hand | None]] = {}
-        self._started_at: dict[asyncio.Task[None], float] = {}  # time.monotonic()
-        # Handlers cancelled because their partition was forgotten.
-        self._abandoned: set[asyncio.Task[None]] = set()
+        self._workers: set[_Worker] = set()
+        self._idle_workers: dict[_Worker, None] = {}  # waiting for a record, oldest first
+        self._in_hand = 0  # records handed to workers and not ended
         self._stopping = False
         self._error: BaseException | None = None
         self._ended = asyncio.Event()  # the puller ended, or a handler failed
         self._room = asyncio.Event()  # a record started or was dropped, a handler ended
-        self._idle = asyncio.Event()  # no handler runs
+        self._idle = asyncio.Event()  # no worker holds a record
         self._idle.set()
         self._dirty: set[TopicPartition] = set()  # finished records not staged yet
         self._revoking: set[TopicPartition] = set()  # staged at once until forgotten
@@ -262,26 +283,32 @@ class ProcessRun:
         self._revoking -= partitions
         self._dirty -= partitions
         self._throttled -= partitions
-        for task, (record, _) in list(self._tasks.items()):
-            if TopicPartition(record.topic, record.partition) in partitions and not task.done():
+        for worker in self._workers:
+            record = worker.record
+            if (
+                record is not None
+                and TopicPartition(record.topic, record.partition) in partitions
+                and worker.task is not None
+                and not worker.task.done()
+            ):
                 log.warning("process(): the handler of %s[%d]@%d still runs after its "
                             "partition was revoked: cancelled, not committed",
                             record.topic, record.partition, record.offset)  # fmt: skip
-                self._abandoned.add(task)
-                task.cancel()
+                worker.abandoned = True
+                worker.task.cancel()
         self._room.set()
 
     def oldest_handler_s(self) -> float:
         """How long the longest-running handler has run (0.0 when none runs): the group's
         poll liveness counts it as the application not asking for records."""
-        started = self._started_at
-        return time.monotonic() - min(started.values()) if started else 0.0
+        started = [w.started for w in self._workers if w.record is not None]
+        return time.monotonic() - min(started) if started else 0.0
 
     def health(self) -> ProcessHealth:
         """A snapshot for :meth:`Consumer.health` (see :class:`ProcessHealth`)."""
         sched = self._sched
         return ProcessHealth(
-            in_flight=sched.running,
+            in_flight=self._in_hand,
             waiting=sched.total_waiting,
             oldest_handler_s=self.oldest_handler_s(),
             gaps=sched.gaps(),
@@ -369,6 +396,14 @@ class ProcessRun:
             and waiting < 2 * self._max_waiting
         )
 
+    def _may_resume(self) -> bool:
+        """Whether a waiting puller should wake: a quarter of ``max_waiting`` is free (so
+        it takes records in runs, not one per ended handler), or it may take anyway."""
+        sched = self._sched
+        if sched.total_waiting <= self._max_waiting - self._resume_gap:
+            return True
+        return self._may_take() and sched.total_waiting >= self._max_waiting
+
     def _throttle_blocked(self, record: Record) -> None:
         """Past ``max_waiting`` with handler slots free: pause ``record``'s partition if
         records of it wait (they are blocked: the free slots would have started them)."""
@@ -389,52 +424,112 @@ class ProcessRun:
             self._throttled.difference_update(free)
             self._fetch.unthrottle(free)
 
+    # -- workers ---------------------------------------------------------------------------
+
     def _dispatch(self) -> None:
-        """Start the handlers of the records that may start now."""
+        """Hand the records that may start now to idle workers, and start workers (up to
+        ``concurrency``) for the rest."""
         sched = self._sched
-        group = self._group
+        idle = self._idle_workers
         while not self._stopping:
+            if not idle and len(self._workers) >= sched.concurrency:
+                return
             record = cast("Record | None", sched.next_ready())
             if record is None:
                 return
-            hand = None
-            if group is not None:
-                hand = group.hand()
-                hand.tp = TopicPartition(record.topic, record.partition)
-            task = self._scope.spawn(
-                self._handle(record, hand),
-                name=f"process() handler {record.topic}[{record.partition}]@{record.offset}",
-                crash=Crash.LOG,
-            )
-            if hand is not None:
-                hand.task = task
-            self._tasks[task] = (record, hand)
-            self._started_at[task] = time.monotonic()
-            self._idle.clear()
+            if idle:
+                worker = next(iter(idle))
+                del idle[worker]
+                self._begin(worker, record)
+                wake, worker.wake = worker.wake, None
+                if wake is not None and not wake.done():
+                    wake.set_result(None)
+            else:
+                group = self._group
+                worker = _Worker(group.hand() if group is not None else None)
+                self._begin(worker, record)
+                self._workers.add(worker)
+                worker.task = self._scope.spawn(
+                    self._work(worker), name="process() worker", crash=Crash.LOG
+                )
+                if worker.hand is not None:
+                    worker.hand.task = worker.task
 
-    async def _handle(self, record: Record, hand: Hand | None) -> None:
-        finished = False
-        attempts = 0
+    def _begin(self, worker: _Worker, record: Record) -> None:
+        worker.record = record
+        worker.started = time.monotonic()
+        if worker.hand is not None:
+            worker.hand.tp = TopicPartition(record.topic, record.partition)
+        self._in_hand += 1
+        self._idle.clear()
+
+    async def _work(self, worker: _Worker) -> None:
+        """A worker: handle the record in hand, then the next one that may start, until
+        none is ready for ``_WORKER_IDLE_S`` (or the run stops, or it is cancelled)."""
         try:
             while True:
-                attempts += 1
+                record = worker.record
+                if record is None:
+                    if not await self._wait_for_record(worker):
+                        return
+                    continue
                 try:
-                    await self._attempt(record)
-                    finished = True
-                    return
-                except Exception as exc:
-                    if attempts <= self._retries and not self._stopping:
-                        delay = min(self._retry_backoff_s * 2 ** (attempts - 1), _RETRY_MAX_S)
-                        log.info("process(): the handler of %s[%d]@%d failed (attempt %d of "
-                                 "%d): %r; again in %.2f s", record.topic, record.partition,
-                                 record.offset, attempts, self._retries + 1, exc,
-                                 delay)  # fmt: skip
-                        await asyncio.sleep(delay)
-                        continue
-                    finished = await self._failed(record, exc, attempts)
-                    return
+                    finished = await self._handle(record)
+                except BaseException:
+                    self._end(worker, record, finished=False, more=False)
+                    raise
+                self._end(worker, record, finished=finished, more=True)
         finally:
-            self._end(record, hand, finished)
+            if worker.record is not None:  # handed one, cancelled before it started
+                self._end(worker, worker.record, finished=False, more=False)
+            self._retire(worker)
+
+    async def _wait_for_record(self, worker: _Worker) -> bool:
+        """Wait (idle) until :meth:`_dispatch` hands ``worker`` a record: True; False
+        when none came within ``_WORKER_IDLE_S`` or the run stops (the worker ends)."""
+        if self._stopping:
+            return False
+        wake = asyncio.get_running_loop().create_future()
+        worker.wake = wake
+        self._idle_workers[worker] = None
+        try:
+            async with asyncio.timeout(_WORKER_IDLE_S):
+                await wake
+        except TimeoutError:
+            pass
+        finally:
+            if worker.wake is wake:  # not handed a record
+                worker.wake = None
+                self._idle_workers.pop(worker, None)
+        return worker.record is not None
+
+    def _retire(self, worker: _Worker) -> None:
+        self._workers.discard(worker)
+        self._idle_workers.pop(worker, None)
+        if worker.hand is not None and self._group is not None:
+            self._group.drop_hand(worker.hand)
+        if not self._stopping:
+            self._dispatch()  # a cancelled worker's place, if records wait
+
+    async def _handle(self, record: Record) -> bool:
+        """Run the handler for ``record`` with its retries and ``on_error``; True when the
+        record counts as finished (handled, skipped or dead-lettered)."""
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                await self._attempt(record)
+                return True
+            except Exception as exc:
+                if attempts <= self._retries and not self._stopping:
+                    delay = min(self._retry_backoff_s * 2 ** (attempts - 1), _RETRY_MAX_S)
+                    log.info("process(): the handler of %s[%d]@%d failed (attempt %d of "
+                             "%d): %r; again in %.2f s", record.topic, record.partition,
+                             record.offset, attempts, self._retries + 1, exc,
+                             delay)  # fmt: skip
+                    await asyncio.sleep(delay)
+                    continue
+                return await self._failed(record, exc, attempts)
 
     async def _attempt(self, record: Record) -> None:
         if self._handler_timeout_s is None:
@@ -485,14 +580,11 @@ class ProcessRun:
         self._stopping = True
         self._ended.set()
 
-    def _end(self, record: Record, hand: Hand | None, finished: bool) -> None:
-        task = asyncio.current_task()
-        abandoned = False
-        if task is not None:
-            self._tasks.pop(task, None)
-            self._started_at.pop(task, None)
-            abandoned = task in self._abandoned
-            self._abandoned.discard(task)
+    def _end(self, worker: _Worker, record: Record, *, finished: bool, more: bool) -> None:
+        """``record``'s handling ended (``finished``: it counts as done). With ``more``,
+        the worker takes the next record that may start, if any."""
+        worker.record = None
+        self._in_hand -= 1
         tp = TopicPartition(record.topic, record.partition)
         if finished:
             self._sched.done(record)
@@ -503,26 +595,31 @@ class ProcessRun:
                 self._since += 1
                 if self._since >= self._every:
                     self._request_commit()
-        elif abandoned:
+        elif worker.abandoned:
             # Cancelled after its partition was forgotten: free its slot (its partition's
             # bookkeeping is gone, so nothing is committed for it).
             self._sched.done(record)
-        if hand is not None and self._group is not None:
-            self._group.drop_hand(hand)
-        self._room.set()
+        if worker.hand is not None and self._group is not None:
+            self._group.handed_back(worker.hand)
+        if more and not self._stopping and not worker.abandoned:
+            following = cast("Record | None", self._sched.next_ready())
+            if following is not None:
+                self._begin(worker, following)
         self._dispatch()
         if self._throttled:
             self._release_throttled()
-        if not self._tasks:
+        if self._in_hand == 0:
             self._idle.set()
+        if not self._room.is_set() and self._may_resume():
+            self._room.set()  # the puller waits for this (a wake-up per end would cost)
 
     async def _wait_idle(self, limit_s: float) -> None:
         deadline = time.monotonic() + limit_s
-        while self._tasks:
+        while self._in_hand:
             left = deadline - time.monotonic()
             if left <= 0:
                 log.warning("process(): %d handler(s) still running %.1f s after it stopped: "
-                            "cancelled, their records not committed", len(self._tasks),
+                            "cancelled, their records not committed", self._in_hand,
                             limit_s)  # fmt: skip
                 return
             with contextlib.suppress(TimeoutError):
