@@ -44,6 +44,9 @@ class ClientOptions(TypedDict, total=False):
     sasl_plain_password: str | None
     sasl_oauth_token_provider: Any
     max_pipelined_requests: int
+    opentelemetry: bool
+    tracer_provider: Any
+    meter_provider: Any
 
 
 class ProducerOptions(TypedDict, total=False):
@@ -73,6 +76,9 @@ class ProducerOptions(TypedDict, total=False):
     sasl_plain_password: str | None
     sasl_oauth_token_provider: Any
     max_pipelined_requests: int
+    opentelemetry: bool
+    tracer_provider: Any
+    meter_provider: Any
     acks: int | str
     linger_ms: int
     batch_size: int
@@ -117,6 +123,9 @@ class ConsumerOptions(TypedDict, total=False):
     sasl_plain_password: str | None
     sasl_oauth_token_provider: Any
     max_pipelined_requests: int
+    opentelemetry: bool
+    tracer_provider: Any
+    meter_provider: Any
     auto_offset_reset: str
     enable_auto_commit: bool
     isolation_level: str

@@ -130,6 +130,9 @@ class ClientConfig:
     sasl_plain_password: str | None = field(default=None, repr=False)
     sasl_oauth_token_provider: Any = field(default=None, repr=False)
     max_pipelined_requests: int = 100
+    opentelemetry: bool = True
+    tracer_provider: Any = field(default=None, repr=False)
+    meter_provider: Any = field(default=None, repr=False)
     addresses: list[Address] = field(init=False, default_factory=list)
     sasl: Any = field(init=False, default=None, repr=False)
 
@@ -157,6 +160,8 @@ class ClientConfig:
                 f"reconnect_backoff_max_ms ({self.reconnect_backoff_max_ms}) must be >= "
                 f"reconnect_backoff_ms ({self.reconnect_backoff_ms})"
             )
+        if not isinstance(self.opentelemetry, bool):
+            raise ConfigError(f"opentelemetry must be a bool, got {self.opentelemetry!r}")
         self._check_security()
 
     def _check_security(self) -> None:

@@ -233,6 +233,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aiostream_kafka.producer.*",
             "aiostream_kafka.consumer.*",
             "aiostream_kafka.share.*",  # share groups (KIP-932): membership, acks, config
+            "aiostream_kafka.otel.*",  # OpenTelemetry spans and metrics, hooked in by clients
             # the Admin client's calls, one module per area, over its plumbing
             "aiostream_kafka.admin.plumbing",
             "aiostream_kafka.admin.topics",

@@ -167,6 +167,21 @@ CLIENT_OPTIONS: dict[str, tuple[str, str]] = {
         "Requests written to one connection and not yet answered. A caller beyond it waits"
         " for a slot; a slot frees when the answer is read, not when a caller gives up.",
     ),
+    "opentelemetry": (
+        "",
+        "Producer, Consumer, ShareConsumer: emit OpenTelemetry spans and metrics of the"
+        " messaging conventions when `opentelemetry-api` is installed and an SDK is behind"
+        " the providers (read when the client starts); `False`: never. See"
+        " [Observability](concepts/observability.md). Admin emits none.",
+    ),
+    "tracer_provider": (
+        "",
+        "The OpenTelemetry `TracerProvider` to use instead of the global one.",
+    ),
+    "meter_provider": (
+        "",
+        "The OpenTelemetry `MeterProvider` to use instead of the global one.",
+    ),
 }
 
 PRODUCER_OPTIONS: dict[str, tuple[str, str]] = {

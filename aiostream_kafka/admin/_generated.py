@@ -51,6 +51,9 @@ class AdminConstructor:
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
         max_pipelined_requests: int = 100,
+        opentelemetry: bool = True,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
         **unknown: Never,
     ) -> None:
         """Create an admin client; it connects in :meth:`start` (or ``async with``).
@@ -127,6 +130,14 @@ class AdminConstructor:
             max_pipelined_requests: Requests written to one connection and not yet answered. A
                 caller beyond it waits for a slot; a slot frees when the answer is read, not when a
                 caller gives up. (default `100`)
+            opentelemetry: Producer, Consumer, ShareConsumer: emit OpenTelemetry spans and metrics
+                of the messaging conventions when `opentelemetry-api` is installed and an SDK is
+                behind the providers (read when the client starts); `False`: never. See
+                Observability. Admin emits none. (default `True`)
+            tracer_provider: The OpenTelemetry `TracerProvider` to use instead of the global one.
+                (default `None`)
+            meter_provider: The OpenTelemetry `MeterProvider` to use instead of the global one.
+                (default `None`)
             **unknown: not an option: a name given here raises `ConfigError` saying what to write
                 instead (typed `Never`, so that a type checker flags it too).
 
@@ -161,6 +172,9 @@ class AdminConstructor:
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
             max_pipelined_requests=max_pipelined_requests,
+            opentelemetry=opentelemetry,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
         )
         self._setup()
 

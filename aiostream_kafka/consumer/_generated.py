@@ -53,6 +53,9 @@ class ConsumerConstructor:
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
         max_pipelined_requests: int = 100,
+        opentelemetry: bool = True,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
         group_id: str | None = None,
         auto_offset_reset: str = "earliest",
         enable_auto_commit: bool = False,
@@ -158,6 +161,14 @@ class ConsumerConstructor:
             max_pipelined_requests: Requests written to one connection and not yet answered. A
                 caller beyond it waits for a slot; a slot frees when the answer is read, not when a
                 caller gives up. (default `100`)
+            opentelemetry: Producer, Consumer, ShareConsumer: emit OpenTelemetry spans and metrics
+                of the messaging conventions when `opentelemetry-api` is installed and an SDK is
+                behind the providers (read when the client starts); `False`: never. See
+                Observability. Admin emits none. (default `True`)
+            tracer_provider: The OpenTelemetry `TracerProvider` to use instead of the global one.
+                (default `None`)
+            meter_provider: The OpenTelemetry `MeterProvider` to use instead of the global one.
+                (default `None`)
             group_id: The consumer group; `None` for a consumer of partitions given to `assign()`.
                 Needed for `subscribe()`, `commit()`, `committing()` and the group options below.
                 (default `None`)
@@ -273,6 +284,9 @@ class ConsumerConstructor:
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
             max_pipelined_requests=max_pipelined_requests,
+            opentelemetry=opentelemetry,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
         )
         self.config = ConsumerConfig(
             group_id=group_id,

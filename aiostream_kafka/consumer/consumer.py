@@ -31,6 +31,8 @@ from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.cluster import Cluster
 from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shared_task, shielded
 from aiostream_kafka.errors import ConfigError, KafkaError
+from aiostream_kafka.otel.consumer import ConsumerTelemetry, lag_rows
+from aiostream_kafka.otel.telemetry import telemetry_for
 from aiostream_kafka.protocol.error_codes import UnknownTopicOrPartitionError
 from aiostream_kafka.structs import ConsumerGroupMetadata, Record, TopicPartition
 
@@ -100,6 +102,7 @@ class Consumer(ConsumerConstructor):
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
         self._processing: ProcessRun | None = None  # the process() running
+        self._telemetry: ConsumerTelemetry | None = None  # set by start() when it emits
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -125,11 +128,36 @@ class Consumer(ConsumerConstructor):
                 auto_commit=self.config.enable_auto_commit,
                 auto_commit_interval_ms=interval,
             )
+        self._instrument()
         if self._topics:
             if self._group is not None:
                 self.subscribe(self._topics)
             else:
                 await self._assign_topics(self._topics)
+
+    def _instrument(self) -> None:
+        """OpenTelemetry, when this consumer emits (decided now, once): receive spans per
+        chunk taken, process spans in :meth:`process` and :meth:`committing`, commit
+        spans, the lag gauge (:mod:`aiostream_kafka.otel.consumer`)."""
+        cc = self.client_config
+        group = self._group
+        telemetry = telemetry_for(
+            cc.opentelemetry,
+            cc.tracer_provider,
+            cc.meter_provider,
+            client_id=cc.client_id,
+            group=group.coordinator.config.group_id if group is not None else None,
+        )
+        if telemetry is None:
+            return
+        ct = self._telemetry = ConsumerTelemetry(telemetry)
+        engine = self._engine
+        engine.buffer.observer = ct.received
+        read_committed = self.config.isolation_level == "read_committed"
+        ct.report_lag(self, lambda: lag_rows(list(engine.partitions.values()), read_committed))
+        if group is not None:
+            offsets = group.coordinator.offsets
+            offsets.commit = ct.wrap_commit(offsets.commit)  # type: ignore[method-assign,assignment]
 
     async def _assign_topics(self, topics: Sequence[str]) -> None:
         """Assign every partition of ``topics`` (topics given to a consumer without a
@@ -162,6 +190,8 @@ class Consumer(ConsumerConstructor):
         if self._close_task is None:
             limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
             self._closed = True
+            if self._telemetry is not None:
+                self._telemetry.stop_lag(self)
             self._close_task = shared_task(self._close(limit), name="closing the consumer")
         # _close bounds itself (its graceful part by ``timeout``, the rest by the
         # connections' own flush limit).
@@ -341,6 +371,8 @@ class Consumer(ConsumerConstructor):
         deadline = time.monotonic() + within_s
         # The record handed out and not processed yet: what a revocation waits for.
         hand = group.hand()
+        if self._telemetry is not None:
+            records = self._telemetry.around_each(records)
         try:
             async for record in records:
                 tp = TopicPartition(record.topic, record.partition)
@@ -469,6 +501,8 @@ class Consumer(ConsumerConstructor):
             stop_wait_s = self._group_settings[0].rebalance_timeout_ms / 2000
         else:
             stop_wait_s = DEFAULT_CLOSE_TIMEOUT_S / 2
+        if self._telemetry is not None:
+            handler = self._telemetry.wrap_handler(handler)
         run = ProcessRun(
             self.stream(),
             handler,

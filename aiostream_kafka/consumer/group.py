@@ -70,7 +70,7 @@ from aiostream_kafka.structs import TopicPartition
 from .config import GroupOptions
 from .engine import FetchEngine
 from .errors import RebalanceCallbackError
-from .processing.runner import ProcessHealth
+from .processing.health import ProcessHealth
 
 log = logging.getLogger(__name__)
 

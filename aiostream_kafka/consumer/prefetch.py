@@ -32,7 +32,7 @@ from dataclasses import dataclass, fields
 
 from aiostream_kafka.errors import ProtocolError, reraisable
 from aiostream_kafka.protocol.records import HEADER_SIZE, LegacyBatch, RecordBatch
-from aiostream_kafka.structs import Record
+from aiostream_kafka.structs import Record, TopicPartition
 
 from .errors import CorruptPartitionDataError
 from .partition import EMPTY, Chunk, PartitionState, PendingError
@@ -171,6 +171,9 @@ class PrefetchBuffer:
         self.expansion = 1.0
         self.metrics = FetchMetrics(max_prefetch_bytes=max_bytes)
         self.merged = True  # False once partitioned_stream() is used
+        # Told of each chunk an iterator takes (OpenTelemetry's receive: see
+        # aiostream_kafka.otel.consumer); None, the common case, costs one check a chunk.
+        self.observer: Callable[[TopicPartition, list[Record]], None] | None = None
         self._on_room = on_room
         self._ready: deque[PartitionState] = deque()
         self.data_event = asyncio.Event()
@@ -305,6 +308,8 @@ class PrefetchBuffer:
             ps.head_index = 0
             ps.head_chunk = item
             self._on_room()
+            if self.observer is not None:
+                self.observer(ps.tp, records)
         return True
 
     def finish_head(self, ps: PartitionState) -> None:

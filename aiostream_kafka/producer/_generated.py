@@ -53,6 +53,9 @@ class ProducerConstructor:
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
         max_pipelined_requests: int = 100,
+        opentelemetry: bool = True,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
         acks: int | str = "all",
         linger_ms: int = 5,
         batch_size: int = 16_384,
@@ -144,6 +147,14 @@ class ProducerConstructor:
             max_pipelined_requests: Requests written to one connection and not yet answered. A
                 caller beyond it waits for a slot; a slot frees when the answer is read, not when a
                 caller gives up. (default `100`)
+            opentelemetry: Producer, Consumer, ShareConsumer: emit OpenTelemetry spans and metrics
+                of the messaging conventions when `opentelemetry-api` is installed and an SDK is
+                behind the providers (read when the client starts); `False`: never. See
+                Observability. Admin emits none. (default `True`)
+            tracer_provider: The OpenTelemetry `TracerProvider` to use instead of the global one.
+                (default `None`)
+            meter_provider: The OpenTelemetry `MeterProvider` to use instead of the global one.
+                (default `None`)
             acks: How many replicas must have the records before the broker acknowledges them:
                 `"all"` (or `-1`, every in-sync replica), `1` (the leader) or `0` (no answer is
                 awaited; offsets come back as -1). (default `'all'`)
@@ -224,6 +235,9 @@ class ProducerConstructor:
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
             max_pipelined_requests=max_pipelined_requests,
+            opentelemetry=opentelemetry,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
         )
         self.config = ProducerConfig(
             request_timeout_ms=request_timeout_ms,

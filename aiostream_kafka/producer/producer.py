@@ -36,6 +36,7 @@ from aiostream_kafka.errors import (
     KafkaTimeoutError,
     reraisable,
 )
+from aiostream_kafka.otel.telemetry import telemetry_for
 from aiostream_kafka.producer._generated import ProducerConstructor
 from aiostream_kafka.producer.accumulator import (
     PLAIN_OVERHEAD,
@@ -187,9 +188,22 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         )
         self._state = "running"
         self._update_open()
+        self._instrument()
         if self._txn is not None:
             self._txn.acc = self._accumulator
             await self._txn.init_transactions()
+
+    def _instrument(self) -> None:
+        """OpenTelemetry, when this producer emits (decided now, once): traced
+        ``enqueue``/``enqueue_batch`` on this object (:mod:`aiostream_kafka.otel.producer`)."""
+        cc = self.client_config
+        telemetry = telemetry_for(
+            cc.opentelemetry, cc.tracer_provider, cc.meter_provider, client_id=cc.client_id
+        )
+        if telemetry is not None:
+            from aiostream_kafka.otel.producer import instrument_producer
+
+            instrument_producer(self, telemetry)
 
     def _update_open(self) -> None:
         txn = self._txn

@@ -79,6 +79,8 @@ from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.consumer.errors import ConsumerStateError, RecordDeserializationError
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.pool import Lane
+from aiostream_kafka.otel.consumer import ConsumerTelemetry
+from aiostream_kafka.otel.telemetry import telemetry_for
 from aiostream_kafka.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
@@ -229,6 +231,8 @@ class ShareConsumer:
         )
         self._implicit = acknowledgement_mode == "implicit"
         self._cluster = Cluster(self.client_config)
+        # Spans and metrics (aiostream_kafka.otel): set by start() when it emits.
+        self._telemetry: ConsumerTelemetry | None = None
         self._membership = ShareMembership(
             self._cluster, self.client_config, group_id, client_rack, self._membership_changed
         )
@@ -294,6 +298,13 @@ class ShareConsumer:
         await self._cluster.bootstrap()
         self._membership.start()
         self._loop_started = True
+        cc = self.client_config
+        telemetry = telemetry_for(
+            cc.opentelemetry, cc.tracer_provider, cc.meter_provider,
+            client_id=cc.client_id, group=self.config.group_id,
+        )  # fmt: skip
+        if telemetry is not None:
+            self._telemetry = ConsumerTelemetry(telemetry)
         name = f"share consumer {self.config.group_id}"
         self._scope.spawn(self._fetch_loop, name=f"{name} fetch", crash=Crash.FAIL_OWNER)
         self._scope.spawn(self._renew_loop, name=f"{name} renewer", crash=Crash.FAIL_OWNER)
@@ -1111,6 +1122,8 @@ class ShareConsumer:
                         0 if rkey is None else _size(rkey)
                     )
                 self._buffer.append(_Chunk(acquired, tp, node, generation, deadline, size))
+                if self._telemetry is not None:
+                    self._telemetry.received(tp, acquired)
                 self._buffer_bytes += size
                 self._held += len(acquired)
                 added += len(acquired)
@@ -1280,6 +1293,8 @@ class ShareConsumer:
             raise ValueError(f"max_failures must be an int >= 1 or None, got {max_failures!r}")
         if not self._started:
             raise ConsumerStateError("start the share consumer (async with) before process()")
+        if self._telemetry is not None:
+            handler = self._telemetry.wrap_handler(handler)
         slots = asyncio.Semaphore(concurrency)
         running: set[asyncio.Task[None]] = set()
 

@@ -38,11 +38,11 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aiostream_kafka.admin.types import OffsetAndMetadata
 from aiostream_kafka.concurrency import Crash, TaskScope, shielded
+from aiostream_kafka.consumer.processing.health import ProcessHealth
 from aiostream_kafka.consumer.processing.offsets import decode_completed, encode_completed
 from aiostream_kafka.consumer.processing.scheduler import ProcessScheduler
 from aiostream_kafka.errors import KafkaError
@@ -80,30 +80,6 @@ class FetchControl(Protocol):
     def delivered(self, tp: TopicPartition) -> int | None: ...
     def rewind(self, tp: TopicPartition, offset: int, completed: frozenset[int]) -> None: ...
     def carried(self, tp: TopicPartition) -> tuple[int, frozenset[int]] | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessHealth:
-    """A running ``process()``, in :attr:`ConsumerHealth.processing`.
-
-    ``in_flight``: handlers running (a record between its attempts counts);
-    ``waiting``: records taken whose handler has not started (behind a busy key or
-    partition); ``oldest_handler_s``: how long the longest-running handler has run (0.0
-    when none runs; one past ``max_poll_interval_ms`` makes the member leave its group,
-    as a stuck ``async for`` does); ``gaps``: per partition with finished records beyond
-    its committable offset, how many offsets lie from that offset to one past the highest
-    finished one (a restart reads them again, skipping the finished ones the commit's
-    metadata names); ``throttled``: partitions whose fetching is paused because their
-    records wait; ``skipped``/``dead_lettered``: records whose handler failed every
-    attempt, skipped or sent to the dead-letter topic."""
-
-    in_flight: int
-    waiting: int
-    oldest_handler_s: float
-    gaps: Mapping[TopicPartition, int]
-    throttled: frozenset[TopicPartition]
-    skipped: int
-    dead_lettered: int
 
 
 class DeadLetterSender(Protocol):
