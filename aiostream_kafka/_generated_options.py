@@ -44,6 +44,7 @@ class ClientOptions(TypedDict, total=False):
     sasl_plain_password: str | None
     sasl_oauth_token_provider: Any
     max_pipelined_requests: int
+    enable_metrics_push: bool
 
 
 class ProducerOptions(TypedDict, total=False):
@@ -73,6 +74,7 @@ class ProducerOptions(TypedDict, total=False):
     sasl_plain_password: str | None
     sasl_oauth_token_provider: Any
     max_pipelined_requests: int
+    enable_metrics_push: bool
     acks: int | str
     linger_ms: int
     batch_size: int
@@ -117,6 +119,7 @@ class ConsumerOptions(TypedDict, total=False):
     sasl_plain_password: str | None
     sasl_oauth_token_provider: Any
     max_pipelined_requests: int
+    enable_metrics_push: bool
     auto_offset_reset: str
     enable_auto_commit: bool
     isolation_level: str

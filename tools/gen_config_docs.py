@@ -167,6 +167,15 @@ CLIENT_OPTIONS: dict[str, tuple[str, str]] = {
         "Requests written to one connection and not yet answered. A caller beyond it waits"
         " for a slot; a slot frees when the answer is read, not when a caller gives up.",
     ),
+    "enable_metrics_push": (
+        "",
+        "Push client metrics to the broker when it asks for them (KIP-714, Java's"
+        " `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's standard"
+        " metrics in OTLP, every interval the cluster's client-metrics subscription sets."
+        " Without a subscription it costs one small request per interval (5 min by"
+        " default), and nothing against a broker without the API. The Admin pushes"
+        " nothing. See docs/concepts/observability.md.",
+    ),
 }
 
 PRODUCER_OPTIONS: dict[str, tuple[str, str]] = {

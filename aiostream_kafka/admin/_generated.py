@@ -51,6 +51,7 @@ class AdminConstructor:
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
         max_pipelined_requests: int = 100,
+        enable_metrics_push: bool = True,
         **unknown: Never,
     ) -> None:
         """Create an admin client; it connects in :meth:`start` (or ``async with``).
@@ -127,6 +128,12 @@ class AdminConstructor:
             max_pipelined_requests: Requests written to one connection and not yet answered. A
                 caller beyond it waits for a slot; a slot frees when the answer is read, not when a
                 caller gives up. (default `100`)
+            enable_metrics_push: Push client metrics to the broker when it asks for them (KIP-714,
+                Java's `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's
+                standard metrics in OTLP, every interval the cluster's client-metrics subscription
+                sets. Without a subscription it costs one small request per interval (5 min by
+                default), and nothing against a broker without the API. The Admin pushes nothing.
+                See docs/concepts/observability.md. (default `True`)
             **unknown: not an option: a name given here raises `ConfigError` saying what to write
                 instead (typed `Never`, so that a type checker flags it too).
 
@@ -161,6 +168,7 @@ class AdminConstructor:
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
             max_pipelined_requests=max_pipelined_requests,
+            enable_metrics_push=enable_metrics_push,
         )
         self._setup()
 

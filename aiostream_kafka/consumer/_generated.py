@@ -53,6 +53,7 @@ class ConsumerConstructor:
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
         max_pipelined_requests: int = 100,
+        enable_metrics_push: bool = True,
         group_id: str | None = None,
         auto_offset_reset: str = "earliest",
         enable_auto_commit: bool = False,
@@ -158,6 +159,12 @@ class ConsumerConstructor:
             max_pipelined_requests: Requests written to one connection and not yet answered. A
                 caller beyond it waits for a slot; a slot frees when the answer is read, not when a
                 caller gives up. (default `100`)
+            enable_metrics_push: Push client metrics to the broker when it asks for them (KIP-714,
+                Java's `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's
+                standard metrics in OTLP, every interval the cluster's client-metrics subscription
+                sets. Without a subscription it costs one small request per interval (5 min by
+                default), and nothing against a broker without the API. The Admin pushes nothing.
+                See docs/concepts/observability.md. (default `True`)
             group_id: The consumer group; `None` for a consumer of partitions given to `assign()`.
                 Needed for `subscribe()`, `commit()`, `committing()` and the group options below.
                 (default `None`)
@@ -273,6 +280,7 @@ class ConsumerConstructor:
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
             max_pipelined_requests=max_pipelined_requests,
+            enable_metrics_push=enable_metrics_push,
         )
         self.config = ConsumerConfig(
             group_id=group_id,

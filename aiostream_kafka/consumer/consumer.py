@@ -33,6 +33,8 @@ from aiostream_kafka.concurrency import DEFAULT_CLOSE_TIMEOUT_S, shared_task, sh
 from aiostream_kafka.errors import ConfigError, KafkaError
 from aiostream_kafka.protocol.error_codes import UnknownTopicOrPartitionError
 from aiostream_kafka.structs import ConsumerGroupMetadata, Record, TopicPartition
+from aiostream_kafka.telemetry.clients import start_consumer_push
+from aiostream_kafka.telemetry.push import TelemetryPusher
 
 from ._generated import ConsumerConstructor
 from .config import GroupOptions
@@ -100,6 +102,7 @@ class Consumer(ConsumerConstructor):
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
         self._processing: ProcessRun | None = None  # the process() running
+        self._telemetry: TelemetryPusher | None = None  # KIP-714 (enable_metrics_push)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Consumer(ConsumerConstructor):
                 auto_commit=self.config.enable_auto_commit,
                 auto_commit_interval_ms=interval,
             )
+        self._telemetry = self._start_metrics_push()
         if self._topics:
             if self._group is not None:
                 self.subscribe(self._topics)
@@ -186,7 +190,23 @@ class Consumer(ConsumerConstructor):
                     await self._group.stop()
                 await self._engine.stop()
             finally:
+                if self._telemetry is not None:  # the terminating push, bounded
+                    await self._telemetry.stop()
                 await self._cluster.close()
+
+    def _start_metrics_push(self) -> TelemetryPusher | None:
+        group = self._group
+        buffer = self._engine.buffer
+        return start_consumer_push(
+            self._cluster,
+            buffer.metrics,
+            buffer.fetch_latency,
+            group_id=self.config.group_id,
+            group_instance_id=None if group is None else group.coordinator.config.group_instance_id,
+            client_rack=self.config.client_rack,
+            assigned_partitions=None if group is None else lambda: len(self._engine.partitions),
+            commits=None if group is None else lambda: group.coordinator.offsets,
+        )
 
     async def stop(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- as close()
         """:meth:`close` under aiokafka's name: the same call, same ``timeout``; returns

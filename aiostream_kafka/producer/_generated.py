@@ -53,6 +53,7 @@ class ProducerConstructor:
         sasl_plain_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
         max_pipelined_requests: int = 100,
+        enable_metrics_push: bool = True,
         acks: int | str = "all",
         linger_ms: int = 5,
         batch_size: int = 16_384,
@@ -144,6 +145,12 @@ class ProducerConstructor:
             max_pipelined_requests: Requests written to one connection and not yet answered. A
                 caller beyond it waits for a slot; a slot frees when the answer is read, not when a
                 caller gives up. (default `100`)
+            enable_metrics_push: Push client metrics to the broker when it asks for them (KIP-714,
+                Java's `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's
+                standard metrics in OTLP, every interval the cluster's client-metrics subscription
+                sets. Without a subscription it costs one small request per interval (5 min by
+                default), and nothing against a broker without the API. The Admin pushes nothing.
+                See docs/concepts/observability.md. (default `True`)
             acks: How many replicas must have the records before the broker acknowledges them:
                 `"all"` (or `-1`, every in-sync replica), `1` (the leader) or `0` (no answer is
                 awaited; offsets come back as -1). (default `'all'`)
@@ -224,6 +231,7 @@ class ProducerConstructor:
             sasl_plain_password=sasl_plain_password,
             sasl_oauth_token_provider=sasl_oauth_token_provider,
             max_pipelined_requests=max_pipelined_requests,
+            enable_metrics_push=enable_metrics_push,
         )
         self.config = ProducerConfig(
             request_timeout_ms=request_timeout_ms,
