@@ -47,6 +47,7 @@ class ClientOptions(TypedDict, total=False):
     opentelemetry: bool
     tracer_provider: Any
     meter_provider: Any
+    enable_metrics_push: bool
 
 
 class ProducerOptions(TypedDict, total=False):
@@ -79,6 +80,7 @@ class ProducerOptions(TypedDict, total=False):
     opentelemetry: bool
     tracer_provider: Any
     meter_provider: Any
+    enable_metrics_push: bool
     acks: int | str
     linger_ms: int
     batch_size: int
@@ -126,6 +128,7 @@ class ConsumerOptions(TypedDict, total=False):
     opentelemetry: bool
     tracer_provider: Any
     meter_provider: Any
+    enable_metrics_push: bool
     auto_offset_reset: str
     enable_auto_commit: bool
     isolation_level: str

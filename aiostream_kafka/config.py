@@ -133,6 +133,7 @@ class ClientConfig:
     opentelemetry: bool = True
     tracer_provider: Any = field(default=None, repr=False)
     meter_provider: Any = field(default=None, repr=False)
+    enable_metrics_push: bool = True
     addresses: list[Address] = field(init=False, default_factory=list)
     sasl: Any = field(init=False, default=None, repr=False)
 
@@ -140,6 +141,10 @@ class ClientConfig:
         self.addresses = parse_bootstrap_servers(self.bootstrap_servers)
         if not isinstance(self.client_id, str):
             raise ConfigError(f"client_id must be a str, got {self.client_id!r}")
+        if not isinstance(self.enable_metrics_push, bool):
+            raise ConfigError(
+                f"enable_metrics_push must be a bool, got {self.enable_metrics_push!r}"
+            )
         for name in (
             "request_timeout_ms",
             "socket_connection_setup_timeout_ms",

@@ -234,6 +234,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "aiostream_kafka.consumer.*",
             "aiostream_kafka.share.*",  # share groups (KIP-932): membership, acks, config
             "aiostream_kafka.otel.*",  # OpenTelemetry spans and metrics, hooked in by clients
+            # KIP-714 metrics push: the OTLP encoder, the clients' stats, the pusher task
+            "aiostream_kafka.telemetry.*",
             # the Admin client's calls, one module per area, over its plumbing
             "aiostream_kafka.admin.plumbing",
             "aiostream_kafka.admin.topics",

@@ -77,6 +77,11 @@ def otel() -> Iterator[Otel]:
     o.meter_provider.shutdown()
 
 
+def _where(span: ReadableSpan) -> tuple[object, object]:
+    attrs = span.attributes or {}
+    return attrs["messaging.destination.partition.id"], attrs["messaging.kafka.offset"]
+
+
 def _group() -> str:
     return f"otel-{uuid.uuid4().hex[:10]}"
 
@@ -92,7 +97,7 @@ async def test_send_spans_end_at_the_ack_with_partition_offset_and_metrics(
         sent += list(await asyncio.gather(*futures))
     spans = otel.spans("send ")
     assert len(spans) == 20
-    by_offset = {(s.attributes["messaging.destination.partition.id"], s.attributes["messaging.kafka.offset"]): s for s in spans}  # type: ignore[index]  # fmt: skip
+    by_offset = {_where(s): s for s in spans}
     for md in sent:
         span = by_offset[(str(md.partition), md.offset)]
         assert span.name == f"send {topic}"

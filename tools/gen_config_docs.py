@@ -182,6 +182,15 @@ CLIENT_OPTIONS: dict[str, tuple[str, str]] = {
         "",
         "The OpenTelemetry `MeterProvider` to use instead of the global one.",
     ),
+    "enable_metrics_push": (
+        "",
+        "Push client metrics to the broker when it asks for them (KIP-714, Java's"
+        " `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's standard"
+        " metrics in OTLP, every interval the cluster's client-metrics subscription sets."
+        " Without a subscription it costs one small request per interval (5 min by"
+        " default), and nothing against a broker without the API. The Admin pushes"
+        " nothing. See [Observability](concepts/observability.md).",
+    ),
 }
 
 PRODUCER_OPTIONS: dict[str, tuple[str, str]] = {

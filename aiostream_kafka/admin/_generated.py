@@ -54,6 +54,7 @@ class AdminConstructor:
         opentelemetry: bool = True,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        enable_metrics_push: bool = True,
         **unknown: Never,
     ) -> None:
         """Create an admin client; it connects in :meth:`start` (or ``async with``).
@@ -138,6 +139,12 @@ class AdminConstructor:
                 (default `None`)
             meter_provider: The OpenTelemetry `MeterProvider` to use instead of the global one.
                 (default `None`)
+            enable_metrics_push: Push client metrics to the broker when it asks for them (KIP-714,
+                Java's `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's
+                standard metrics in OTLP, every interval the cluster's client-metrics subscription
+                sets. Without a subscription it costs one small request per interval (5 min by
+                default), and nothing against a broker without the API. The Admin pushes nothing.
+                See Observability. (default `True`)
             **unknown: not an option: a name given here raises `ConfigError` saying what to write
                 instead (typed `Never`, so that a type checker flags it too).
 
@@ -175,6 +182,7 @@ class AdminConstructor:
             opentelemetry=opentelemetry,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            enable_metrics_push=enable_metrics_push,
         )
         self._setup()
 

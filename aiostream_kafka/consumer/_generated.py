@@ -56,6 +56,7 @@ class ConsumerConstructor:
         opentelemetry: bool = True,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        enable_metrics_push: bool = True,
         group_id: str | None = None,
         auto_offset_reset: str = "earliest",
         enable_auto_commit: bool = False,
@@ -169,6 +170,12 @@ class ConsumerConstructor:
                 (default `None`)
             meter_provider: The OpenTelemetry `MeterProvider` to use instead of the global one.
                 (default `None`)
+            enable_metrics_push: Push client metrics to the broker when it asks for them (KIP-714,
+                Java's `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's
+                standard metrics in OTLP, every interval the cluster's client-metrics subscription
+                sets. Without a subscription it costs one small request per interval (5 min by
+                default), and nothing against a broker without the API. The Admin pushes nothing.
+                See Observability. (default `True`)
             group_id: The consumer group; `None` for a consumer of partitions given to `assign()`.
                 Needed for `subscribe()`, `commit()`, `committing()` and the group options below.
                 (default `None`)
@@ -287,6 +294,7 @@ class ConsumerConstructor:
             opentelemetry=opentelemetry,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            enable_metrics_push=enable_metrics_push,
         )
         self.config = ConsumerConfig(
             group_id=group_id,

@@ -35,6 +35,8 @@ from aiostream_kafka.otel.consumer import ConsumerTelemetry, lag_rows
 from aiostream_kafka.otel.telemetry import telemetry_for
 from aiostream_kafka.protocol.error_codes import UnknownTopicOrPartitionError
 from aiostream_kafka.structs import ConsumerGroupMetadata, Record, TopicPartition
+from aiostream_kafka.telemetry.clients import start_consumer_push
+from aiostream_kafka.telemetry.push import TelemetryPusher
 
 from ._generated import ConsumerConstructor
 from .config import GroupOptions
@@ -103,6 +105,7 @@ class Consumer(ConsumerConstructor):
         self._close_task: asyncio.Future[None] | None = None
         self._processing: ProcessRun | None = None  # the process() running
         self._telemetry: ConsumerTelemetry | None = None  # set by start() when it emits
+        self._metrics_push: TelemetryPusher | None = None  # KIP-714 (enable_metrics_push)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -129,6 +132,7 @@ class Consumer(ConsumerConstructor):
                 auto_commit_interval_ms=interval,
             )
         self._instrument()
+        self._metrics_push = self._start_metrics_push()
         if self._topics:
             if self._group is not None:
                 self.subscribe(self._topics)
@@ -216,7 +220,23 @@ class Consumer(ConsumerConstructor):
                     await self._group.stop()
                 await self._engine.stop()
             finally:
+                if self._metrics_push is not None:  # the terminating push, bounded
+                    await self._metrics_push.stop()
                 await self._cluster.close()
+
+    def _start_metrics_push(self) -> TelemetryPusher | None:
+        group = self._group
+        buffer = self._engine.buffer
+        return start_consumer_push(
+            self._cluster,
+            buffer.metrics,
+            buffer.fetch_latency,
+            group_id=self.config.group_id,
+            group_instance_id=None if group is None else group.coordinator.config.group_instance_id,
+            client_rack=self.config.client_rack,
+            assigned_partitions=None if group is None else lambda: len(self._engine.partitions),
+            commits=None if group is None else lambda: group.coordinator.offsets,
+        )
 
     async def stop(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- as close()
         """:meth:`close` under aiokafka's name: the same call, same ``timeout``; returns

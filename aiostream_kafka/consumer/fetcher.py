@@ -74,6 +74,7 @@ from aiostream_kafka.protocol.messages.fetch import FetchRequest, FetchResponse
 from aiostream_kafka.protocol.records import RecordBatch, iter_batches
 from aiostream_kafka.protocol.transactions import ReadCommittedFilter
 from aiostream_kafka.structs import TopicPartition
+from aiostream_kafka.telemetry.stats import keyed_window
 
 from .errors import CorruptPartitionDataError
 from .fetch_session import (
@@ -398,12 +399,16 @@ class Fetcher:
         metrics.partitions_sent += len(plan.send)
         metrics.partitions_forgotten += len(plan.forget)
         outcome.sent = True
+        sent_at = time.monotonic()
         response = await conn.request(
             request,
             version=version,
             timeout_ms=engine.client.request_timeout_ms + config.fetch_max_wait_ms,
         )
         assert isinstance(response, FetchResponse)
+        keyed_window(engine.buffer.fetch_latency, self.node_id).record(
+            (time.monotonic() - sent_at) * 1000
+        )
         metrics.fetch_responses += 1
         metrics.last_fetch_at = time.time()
         resets_before = session.resets

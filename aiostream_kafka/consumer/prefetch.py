@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields
 from aiostream_kafka.errors import ProtocolError, reraisable
 from aiostream_kafka.protocol.records import HEADER_SIZE, LegacyBatch, RecordBatch
 from aiostream_kafka.structs import Record, TopicPartition
+from aiostream_kafka.telemetry.stats import Window
 
 from .errors import CorruptPartitionDataError
 from .partition import EMPTY, Chunk, PartitionState, PendingError
@@ -170,6 +171,8 @@ class PrefetchBuffer:
         # reservation divided by it so that inflated data still fits.
         self.expansion = 1.0
         self.metrics = FetchMetrics(max_prefetch_bytes=max_bytes)
+        # Fetch round trips (ms) per broker node id, for the pushed client metrics (KIP-714).
+        self.fetch_latency: dict[int, Window] = {}
         self.merged = True  # False once partitioned_stream() is used
         # Told of each chunk an iterator takes (OpenTelemetry's receive: see
         # aiostream_kafka.otel.consumer); None, the common case, costs one check a chunk.

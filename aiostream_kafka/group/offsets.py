@@ -40,6 +40,7 @@ from aiostream_kafka.requests.offsets import (
 )
 from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
+from aiostream_kafka.telemetry.stats import Window
 
 _UNKNOWN_MEMBER_ID = 25
 _ILLEGAL_GENERATION = 22
@@ -100,6 +101,9 @@ class GroupOffsets:
         self.cluster = cluster
         self.config = config
         self._member = member
+        # Milliseconds each successful commit took, for the pushed client metrics (KIP-714).
+        self.commit_latency = Window()
+        self.commits = 0
 
     async def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         """Commit ``offsets`` (the next offset to consume of each partition) for the group.
@@ -128,6 +132,7 @@ class GroupOffsets:
                 return
             self._member.coordinator_lost(error)  # look it up again
 
+        started = time.monotonic()
         await retry_until(
             f"group {self.config.group_id!r}: commit",
             lambda: self._commit_once(offsets),
@@ -137,6 +142,8 @@ class GroupOffsets:
             retriable=lambda error: isinstance(error, (*_COORDINATOR_TROUBLE, _StaleEpoch)),
             between=lost,
         )
+        self.commits += 1
+        self.commit_latency.record((time.monotonic() - started) * 1000)
 
     def _check_owned(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         not_owned = sorted(tp for tp in offsets if tp not in self._member.owned)

@@ -72,6 +72,8 @@ class ConnectionPool:
         self._backoff: dict[tuple[str, int], _Backoff] = {}
         self._dead: list[BrokerConnection] = []
         self._closed = False
+        # Connections opened so far (the pushed client metrics' connection.creation.*).
+        self.connections_created = 0
 
     def backoff_remaining(self, host: str, port: int) -> float:
         """Seconds until ``host:port`` may be tried again (0 when it may now)."""
@@ -139,6 +141,7 @@ class ConnectionPool:
                 await conn.close()
                 raise ClientClosedError("the client is closed: it opens no more connections")
             self._conns[key] = conn
+            self.connections_created += 1
             log.debug("opened %s for the %s lane", conn, lane.value)
             return conn
 

@@ -56,6 +56,7 @@ class ProducerConstructor:
         opentelemetry: bool = True,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        enable_metrics_push: bool = True,
         acks: int | str = "all",
         linger_ms: int = 5,
         batch_size: int = 16_384,
@@ -155,6 +156,12 @@ class ProducerConstructor:
                 (default `None`)
             meter_provider: The OpenTelemetry `MeterProvider` to use instead of the global one.
                 (default `None`)
+            enable_metrics_push: Push client metrics to the broker when it asks for them (KIP-714,
+                Java's `enable.metrics.push`): the Producer's, Consumer's and ShareConsumer's
+                standard metrics in OTLP, every interval the cluster's client-metrics subscription
+                sets. Without a subscription it costs one small request per interval (5 min by
+                default), and nothing against a broker without the API. The Admin pushes nothing.
+                See Observability. (default `True`)
             acks: How many replicas must have the records before the broker acknowledges them:
                 `"all"` (or `-1`, every in-sync replica), `1` (the leader) or `0` (no answer is
                 awaited; offsets come back as -1). (default `'all'`)
@@ -238,6 +245,7 @@ class ProducerConstructor:
             opentelemetry=opentelemetry,
             tracer_provider=tracer_provider,
             meter_provider=meter_provider,
+            enable_metrics_push=enable_metrics_push,
         )
         self.config = ProducerConfig(
             request_timeout_ms=request_timeout_ms,

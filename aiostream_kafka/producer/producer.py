@@ -58,6 +58,8 @@ from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.serde import serialize
 from aiostream_kafka.structs import RecordMetadata, TopicPartition
+from aiostream_kafka.telemetry.clients import start_producer_push
+from aiostream_kafka.telemetry.push import TelemetryPusher
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +156,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         # The pending check of _expedite_when_idle (one at a time).
         self._idle_check: asyncio.Handle | None = None
         self._lingers = config.linger_ms > 0
+        self._metrics_push: TelemetryPusher | None = None  # KIP-714 (enable_metrics_push)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -185,6 +188,12 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         self._sender.on_crash = self._sender_failed
         self._scope.spawn(
             self._sender.run, name="aiostream-kafka producer sender", crash=Crash.FAIL_OWNER
+        )
+        self._metrics_push = start_producer_push(
+            self._cluster,
+            self._sender.stats,
+            transactional_id=self.config.transactional_id,
+            scope=self._scope,
         )
         self._state = "running"
         self._update_open()
@@ -331,6 +340,8 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 if self._idle_check is not None:
                     self._idle_check.cancel()
                     self._idle_check = None
+                if self._metrics_push is not None:  # the terminating push, bounded
+                    await self._metrics_push.stop()
                 await self._cluster.close()
                 self._state = "closed"
 

@@ -62,6 +62,7 @@ from aiostream_kafka.protocol.messages.produce import ProduceRequest, ProduceRes
 from aiostream_kafka.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE
 from aiostream_kafka.retry import Backoff, retry_until
 from aiostream_kafka.structs import TopicPartition
+from aiostream_kafka.telemetry.stats import ProducerStats
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,8 @@ class Sender:
         # before they are sent (None: never, e.g. without compression).
         self._offload_from = codecs.OFFLOAD_MIN_BYTES.get(config.compression)
         self._codec_jobs = 0
+        # What the pushed client metrics report (KIP-714): per batch and per request.
+        self.stats = ProducerStats()
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -423,6 +426,7 @@ class Sender:
             self._rotation = (self._rotation + 1) % len(tps)
             tps = tps[self._rotation :] + tps[: self._rotation]
         size = 0
+        stats = self.stats
         taken: dict[tuple[str, int], ProducerBatch] = {}
         by_topic: dict[str, list[ProduceRequest.PartitionProduceData]] = {}
         now = time.monotonic()
@@ -454,6 +458,9 @@ class Sender:
                 )
             size += len(payload)
             taken[tp] = head
+            stats.records_sent += head.record_count
+            if head.attempts == 0:
+                stats.queue_time.record((now - head.created) * 1000)
             parts = by_topic.get(tp.topic)
             if parts is None:
                 parts = by_topic[tp.topic] = []
@@ -475,6 +482,8 @@ class Sender:
         )
         self._in_flight[node] = self._in_flight.get(node, 0) + 1
         self._sent = True
+        stats.requests += 1
+        stats.bytes_sent += size
         # The task's first step runs up to the socket write without suspending (the
         # connection is open and has free slots), so requests are written in launch order.
         self._spawn(self._produce(node, conn, request, taken), f"produce to broker {node}")
@@ -494,10 +503,12 @@ class Sender:
                 return
             version = conn.version_for(ProduceRequest)
             cap = None if self.txn is None else self.txn.produce_version_cap()
+            sent_at = time.monotonic()
             # Produce v12+ in a transaction means transaction protocol v2 (KIP-890).
             response = await conn.request(
                 request, version=version if cap is None else min(version, cap)
             )
+            self.stats.latency(node).record((time.monotonic() - sent_at) * 1000)
         except (NetworkError, KafkaTimeoutError) as exc:
             log.info("produce request to broker %d failed (%s); retrying its batches", node, exc)
             for batch in batches.values():
@@ -535,6 +546,7 @@ class Sender:
         response: ProduceResponse,
         batches: dict[tuple[str, int], ProducerBatch],
     ) -> None:
+        self.stats.throttle_time.record(response.throttle_time_ms)
         if response.throttle_time_ms > 0:
             # KIP-219: the broker answered at once but asks us to hold back this long.
             self._throttled_until[node] = time.monotonic() + response.throttle_time_ms / 1000
@@ -682,6 +694,7 @@ class Sender:
             )
             return
         batch.attempts += 1
+        self.stats.record_retries += batch.record_count
         if backoff:
             delay = min(
                 self.retry_backoff_max_s, self.retry_backoff_s * 2 ** min(batch.attempts - 1, 20)
@@ -706,6 +719,7 @@ class Sender:
                 self.txn.bump_on_abort()
             else:
                 idem.request_bump(f"a sequenced batch of {batch.tp} failed: {error}")
+        self.stats.record_errors += batch.record_count
         batch.fail(error)
         self.acc.finish(batch)
         if self.txn is not None:
@@ -750,6 +764,7 @@ class Sender:
     def fail_batches(self, batches: Iterable[ProducerBatch], error: KafkaError) -> None:
         """Fail ``batches`` (queued or in flight) with ``error`` (used by close)."""
         for batch in list(batches):
+            self.stats.record_errors += batch.record_count
             batch.fail(error)
             self.acc.finish(batch)
 

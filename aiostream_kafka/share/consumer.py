@@ -91,6 +91,8 @@ from aiostream_kafka.requests.errors import broker_error
 from aiostream_kafka.retry import Backoff
 from aiostream_kafka.serde import Deserializer
 from aiostream_kafka.structs import Record, ShareRecord, TopicPartition
+from aiostream_kafka.telemetry.clients import start_share_consumer_push
+from aiostream_kafka.telemetry.push import TelemetryPusher
 
 from .acks import GAP_TYPE, Demand, PendingAcks, ack_batches, acquired_records
 from .config import ShareConsumerConfig
@@ -237,6 +239,7 @@ class ShareConsumer:
             self._cluster, self.client_config, group_id, client_rack, self._membership_changed
         )
         self._scope = TaskScope(f"share consumer {group_id}", on_fail=self._crashed)
+        self._metrics_push: TelemetryPusher | None = None  # KIP-714 (enable_metrics_push)
         self._sessions: dict[int, _Session] = {}
         self._buffer: deque[_Chunk] = deque()
         self._buffer_bytes = 0
@@ -308,6 +311,9 @@ class ShareConsumer:
         name = f"share consumer {self.config.group_id}"
         self._scope.spawn(self._fetch_loop, name=f"{name} fetch", crash=Crash.FAIL_OWNER)
         self._scope.spawn(self._renew_loop, name=f"{name} renewer", crash=Crash.FAIL_OWNER)
+        self._metrics_push = start_share_consumer_push(
+            self._cluster, group_id=self.config.group_id, client_rack=self.config.client_rack
+        )
 
     def subscribe(self, topics: Collection[str]) -> None:
         """Take records of ``topics`` (replacing any earlier subscription).
@@ -383,6 +389,8 @@ class ShareConsumer:
                 await self._scope.aclose()
                 await self._membership.close()  # idempotent; stops the heartbeat task
             finally:
+                if self._metrics_push is not None:  # the terminating push, bounded
+                    await self._metrics_push.stop()
                 await self._cluster.close()
 
     async def __aenter__(self) -> ShareConsumer:

@@ -7,7 +7,7 @@ import logging
 import os
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -129,6 +129,10 @@ class KafkaCluster:
     it on any 2.x/3.x version, e.g. to keep a legacy ``message.format.version``. Not
     combinable with ``proxied``, ``tls`` or ``sasl`` in ZooKeeper mode.
 
+    With ``classpath=[dir_or_jar, ...]`` (local brokers only) the entries are added to the
+    brokers' JVM classpath after Kafka's jars: broker plugins of a test, such as a metrics
+    reporter enabled with ``server_properties={"metric.reporters": "Class"}``.
+
     With ``features={"transaction.version": 1}`` (local KRaft brokers only) the storage is
     formatted with those feature levels (``kafka-storage format --feature``) instead of
     the release's defaults, e.g. to test the transaction protocol v1 on Kafka 4.
@@ -149,6 +153,7 @@ class KafkaCluster:
         version: str | None = None,
         zookeeper: bool | None = None,
         features: Mapping[str, int] | None = None,
+        classpath: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -200,6 +205,12 @@ class KafkaCluster:
             raise ValueError(
                 f"features needs brokers run from local jars (source 'local'), not "
                 f"{self.source!r}: they are set when the harness formats the storage"
+            )
+        self.classpath = [os.fspath(entry) for entry in classpath]
+        if self.classpath and self.source != "local":
+            raise ValueError(
+                f"classpath needs brokers run from local jars (source 'local'), not "
+                f"{self.source!r}: the entries are added to the brokers' JVM classpath"
             )
         self._backend: _Backend | None = None
         self.startup_seconds: float | None = None
@@ -384,6 +395,7 @@ class KafkaCluster:
                 version=self.version,
                 zookeeper=self.zookeeper,
                 features=self.features,
+                classpath=self.classpath,
             )
         else:
             raise ValueError(f"unknown source {self.source!r}")

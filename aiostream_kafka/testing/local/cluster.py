@@ -12,7 +12,7 @@ import shutil
 import tempfile
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aiostream_kafka.concurrency import gather_all
@@ -72,6 +72,7 @@ class LocalKafkaCluster:
         version: str = KAFKA_VERSION,
         zookeeper: bool | None = None,
         features: Mapping[str, int] | None = None,
+        classpath: Sequence[str] = (),
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -102,6 +103,7 @@ class LocalKafkaCluster:
         self.start_timeout_s = start_timeout_s
         self.heap = heap
         self.jvm_options = list(jvm_options or [])
+        self.classpath = [str(entry) for entry in classpath]
         self.proxied = proxied
         self.tls = tls
         self.tls_material: TlsMaterial | None = None
@@ -143,6 +145,7 @@ class LocalKafkaCluster:
             main_class,
             *args,
             heap=heap,
+            classpath=self.classpath,
         )
 
     # -- lifecycle -----------------------------------------------------------------------

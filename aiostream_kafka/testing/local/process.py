@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -52,9 +53,11 @@ def java_command(
     main_class: str,
     *args: str,
     heap: str | None = None,
+    classpath: Sequence[str] = (),
 ) -> list[str]:
     """The command line running ``main_class`` of Kafka ``version``'s jars in ``lib``
-    with ``args``, logging as ``log_config`` says (Log4j 1 or 2, by version)."""
+    (then the ``classpath`` entries: plugins such as a metrics reporter) with ``args``,
+    logging as ``log_config`` says (Log4j 1 or 2, by version)."""
     cmd = [java]
     if heap:
         cmd += [f"-Xms{heap}", f"-Xmx{heap}"]
@@ -68,7 +71,7 @@ def java_command(
         logging_option,
         *jvm_options,
         "-cp",
-        f"{lib}/*",
+        os.pathsep.join([f"{lib}/*", *classpath]),
         main_class,
         *args,
     ]
