@@ -9,6 +9,12 @@ the same time for the same record). :class:`Tally` keeps the clock: from the fir
 handler's start to the ``records``-th handler's end; the mean sleep of those records is
 the handler time of the ideal rate (``concurrency / mean``).
 
+The asyncio floor (``ours`` worker, scenario ``process`` with ``floor`` in the spec,
+:func:`run_floor`): the same handler, records, clock and worker process, without Kafka and
+without ``process()``: a plain asyncio program, an ``asyncio.Queue(maxsize=4 * C)`` fed by
+one task and ``C`` worker tasks each ``await queue.get()`` then the handler. What asyncio
+itself reaches with ``C`` handlers at once bounds what ``process()`` can reach.
+
 SIGKILL (``ours`` worker, scenario ``process_kill``, :func:`drive_kill`): a member process
 (scenario ``process_member``) runs ``Consumer.process()`` at concurrency 64 with the commit
 defaults and appends ``S partition offset`` when a handler starts and ``D partition offset``
@@ -130,6 +136,55 @@ def ideal_rate(concurrency: int, handler_mean_ms: float) -> float:
     """Records/s of ``concurrency`` handlers always busy, capped by what one core can do
     (``settings.PROCESS_CORE_CAP``)."""
     return min(concurrency / (handler_mean_ms / 1000), float(settings.PROCESS_CORE_CAP))
+
+
+# -- the asyncio floor -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SyntheticRecord:
+    """A record of the floor's run: only what the handler reads."""
+
+    partition: int
+    offset: int
+
+
+async def run_floor(spec: dict[str, Any]) -> dict[str, Any]:
+    """The asyncio floor of a ``process()`` case (see the module's docstring): the records
+    the keyed fill wrote (``spec['available']`` of them, ``spec['keys']`` keys over
+    ``spec['partitions']``; no broker), given in that order to ``spec['concurrency']``
+    worker tasks through an ``asyncio.Queue(maxsize=4 * concurrency)`` fed by one task,
+    each worker awaiting the :class:`Tally` handler (``spec['handler']``, ``spec['seed']``).
+
+    Returns :meth:`Tally.result` of the first ``spec['records']`` handlers; raises
+    TimeoutError when they did not end within ``settings.PROCESS_LIMIT_S``."""
+    concurrency = spec["concurrency"]
+    n = spec["records"]
+    tally = Tally(n, delay_of(spec["handler"], spec["seed"]))
+    records = [
+        SyntheticRecord(p, o)
+        for p, o in expected_records(max(n, spec["available"]), spec["keys"], spec["partitions"])
+    ]
+    queue: asyncio.Queue[SyntheticRecord] = asyncio.Queue(maxsize=4 * concurrency)
+
+    async def feed() -> None:
+        for record in records:
+            await queue.put(record)
+
+    async def work() -> None:
+        while True:
+            record = await queue.get()
+            await tally.handle(record)
+
+    tasks = [asyncio.ensure_future(work()) for _ in range(concurrency)]
+    tasks.append(asyncio.ensure_future(feed()))
+    try:
+        await tally.wait(None, settings.PROCESS_LIMIT_S)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks, timeout=10)
+    return tally.result(concurrency)
 
 
 # -- the SIGKILL case -------------------------------------------------------------------------

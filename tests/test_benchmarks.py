@@ -133,8 +133,9 @@ def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> No
 def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
     """The opt-in process scenario (issue 30) at the smoke profile: the sequential loops of
     ours and aiokafka and ours' process() at concurrency 64 on a keyed 12-partition topic,
-    then the SIGKILL case (a member killed at half, a second one resumes): every run
-    finishes, process() runs handlers side by side, and no record is lost."""
+    the asyncio floor beside it (a queue and 64 worker tasks, no broker), then the SIGKILL
+    case (a member killed at half, a second one resumes): every run finishes, process()
+    runs handlers side by side, the floor keeps all 64 busy, and no record is lost."""
     out = tmp_path / "results"
     proc = subprocess.run(
         [
@@ -163,6 +164,7 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
     data = json.loads((out / "results.json").read_text())
     cases = {case["case"]: case for case in data["cases"]}
     assert sorted(cases) == [
+        "10 ms, asyncio floor x64",
         "10 ms, process() x64",
         "10 ms, sequential",
         "SIGKILL at half, process() x64",
@@ -179,6 +181,13 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
     assert concurrent["peak_running"] <= 64
     # 1,500 records of 10 ms one at a time take 15 s: side by side far less
     assert concurrent["seconds"] < 7.5, concurrent
+    floor_case = cases["10 ms, asyncio floor x64"]
+    assert set(floor_case["summary"]) == {"ours"}
+    assert floor_case["configs"]["ours"]["api"].startswith("no consumer (the asyncio floor)")
+    floor = floor_case["runs"]["ours"][0]
+    assert floor["records"] == 1500 and floor["peak_running"] == 64, floor
+    assert abs(floor["handler_mean_ms"] - 10.0) < 1e-6, floor
+    assert floor["seconds"] < 7.5, floor
     kill = cases["SIGKILL at half, process() x64"]["runs"]["ours"][0]
     assert kill["records"] == 2000
     assert kill["lost"] == 0 and kill["committed_not_done"] == 0, kill
@@ -187,3 +196,4 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
     markdown = (out / "results.md").read_text()
     assert "ours / aiokafka" in markdown
     assert "Share of the ideal rate" in markdown and "running at the kill" in markdown
+    assert "| asyncio floor |" in markdown and "ours, % of the floor" in markdown

@@ -67,7 +67,11 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         "implicit acknowledgement, max_prefetch_records=500, fetch_max_wait_ms=500); "
         "subscribe([topic]); async for record in sc",
         "process": (
-            "subscribe([topic]); async for record in consumer.stream(): await handler(record)"
+            "no consumer (the asyncio floor): an asyncio.Queue(maxsize=4*C) fed by one task "
+            "with the topic's (partition, offset) pairs, C tasks each: await queue.get(); "
+            f"await handler(record) (C={spec.get('concurrency')})"
+            if spec.get("floor")
+            else "subscribe([topic]); async for record in consumer.stream(): await handler(record)"
             if spec.get("concurrency") == 1
             else f"subscribe([topic]); await consumer.process(handler, concurrency="
             f'{spec.get("concurrency")}, ordering="key") (commits: every=1000, within_s=5.0)'
@@ -76,7 +80,7 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         f'consumer.process(handler, concurrency={spec.get("concurrency")}, ordering="key") '
         "(commits: every=1000, within_s=5.0); the first SIGKILLed",
     }.get(scenario, "")
-    if scenario in ("process", "process_kill"):
+    if scenario in ("process", "process_kill") and not spec.get("floor"):
         out["consumer"] = process_options(spec) | {"(other settings)": "defaults"}
     if scenario == "rebalance":
         out["consumer"] = rebalance_options(spec) | {"(other settings)": "defaults"}
@@ -401,12 +405,15 @@ def process_options(spec: dict[str, Any]) -> dict[str, Any]:
 
 async def _process(spec: dict[str, Any]) -> dict[str, Any]:
     """Throughput of ``process()`` at ``spec['concurrency']`` (1: ``async for record in
-    consumer.stream()`` awaiting the handler per record)."""
+    consumer.stream()`` awaiting the handler per record); with ``spec['floor']`` the asyncio
+    floor instead (``benchmarks.process.run_floor``: no consumer)."""
     import uuid
 
     from aiostream_kafka import Consumer
-    from benchmarks.process import Tally, delay_of
+    from benchmarks.process import Tally, delay_of, run_floor
 
+    if spec.get("floor"):
+        return await run_floor(spec)
     concurrency = spec["concurrency"]
     tally = Tally(spec["records"], delay_of(spec["handler"], spec["seed"]))
     options = process_options(spec) | {"group_id": f"bench-process-{uuid.uuid4().hex[:10]}"}

@@ -24,7 +24,11 @@ ABOUT = (
     "record in consumer.stream(): await handler(record)`, aiokafka `async for msg in "
     "consumer: await handler(msg)`; *process() xC*: ours `await consumer.process(handler, "
     'concurrency=C, ordering="key")` with its commit defaults (`every=1000`, '
-    "`within_s=5.0`). The clock runs from the first handler's start to the N-th handler's "
+    "`within_s=5.0`). *asyncio floor xC*: what asyncio itself reaches with C handlers at "
+    "once, measured in the same kind of worker process as ours, right after it in each "
+    "round: no Kafka and no `process()`, the topic's `(partition, offset)` pairs put by one "
+    "task into an `asyncio.Queue(maxsize=4*C)` and C tasks each `await queue.get()` then "
+    "the same handler. The clock runs from the first handler's start to the N-th handler's "
     "end (N: {counts}); the group join is not timed. **Ideal** = concurrency / mean "
     "handler time of those N records, capped at {cap:,} records/s (issue 30's goal: >= 90 % "
     "of the ideal up to {cap:,} records/s on one core). *SIGKILL*: a member runs "
@@ -78,6 +82,10 @@ def case_name(handler: str, concurrency: int) -> str:
     return f"{HANDLERS[handler]}, {mode}"
 
 
+def floor_name(handler: str, concurrency: int) -> str:
+    return f"{HANDLERS[handler]}, asyncio floor x{concurrency}"
+
+
 async def cases(ctx: Context) -> list[Case]:
     p = ctx.profile
     records = max(p.process_records.values())
@@ -105,6 +113,26 @@ async def cases(ctx: Context) -> list[Case]:
                     clients=clients,
                 )
             )
+            if concurrency > 1:
+                out.append(
+                    Case(
+                        family=FAMILY,
+                        name=floor_name(handler, concurrency),
+                        scenario="process",
+                        spec={
+                            "handler": handler,
+                            "concurrency": concurrency,
+                            "records": p.process_records[concurrency],
+                            "floor": True,
+                            "available": records,
+                            "keys": p.process_keys,
+                            "partitions": p.process_partitions,
+                        },
+                        metrics=THROUGHPUT_METRICS,
+                        extract=_throughput,
+                        clients=["ours"],
+                    )
+                )
 
     async def kill_topic() -> str:
         name = await ctx.create_topic("process-kill", p.process_partitions)
@@ -171,15 +199,21 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def extra_table(cases: list[dict[str, Any]]) -> list[str]:
     """The throughput cases as three tables of one metric each (records/s beside the
-    ideal; the share of the ideal; the rate over the sequential loops'), then the SIGKILL
-    runs."""
-    runs = [c for c in cases if c["scenario"] == "process"]
+    ideal and the asyncio floor; the share of the ideal, and ours as a share of the floor;
+    the rate over the sequential loops'), then the SIGKILL runs."""
+    throughput = [c for c in cases if c["scenario"] == "process"]
+    runs = [c for c in throughput if not c["spec"].get("floor")]
+    floors = {
+        (c["spec"]["handler"], c["spec"]["concurrency"]): c["summary"].get("ours", {})
+        for c in throughput
+        if c["spec"].get("floor")
+    }
     kills = [c for c in cases if c["scenario"] == "process_kill"]
     lines: list[str] = []
     if runs:
-        rate = [["case", "ideal", "aiostream_kafka", "aiokafka"]]
-        share = [["case", "aiostream_kafka", "aiokafka", "peak running (ours)"]]
-        speed = [["case", "ours / aiokafka sequential", "ours / ours sequential"]]
+        rate = [["case", "ideal", "asyncio floor", "aiostream_kafka", "aiokafka"]]
+        share = [["case", "asyncio floor", "aiostream_kafka", "aiokafka", "ours, % of the floor"]]
+        speed = [["case", "ours / aiokafka sequential", "ours / ours sequential", "peak running"]]
         sequential: dict[str, dict[str, float]] = {}
         for case in runs:
             if case["spec"]["concurrency"] == 1:
@@ -190,11 +224,15 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
         for case in runs:
             s = case["summary"]
             ours, peer = s.get("ours", {}), s.get("aiokafka", {})
+            floor = floors.get((case["spec"]["handler"], case["spec"]["concurrency"]), {})
             ideal = ours.get("ideal") or peer.get("ideal")
+            mine = ours.get("records_per_s", {}).get("median")
+            bound = floor.get("records_per_s", {}).get("median")
             rate.append(
                 [
                     case["case"],
                     _fmt(ideal, "{:,.0f}", spread=False),
+                    _fmt(floor.get("records_per_s"), "{:,.0f}"),
                     _fmt(ours.get("records_per_s"), "{:,.0f}"),
                     _fmt(peer.get("records_per_s"), "{:,.0f}"),
                 ]
@@ -202,24 +240,32 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
             share.append(
                 [
                     case["case"],
+                    _fmt(floor.get("of_ideal_pct"), "{:,.1f}"),
                     _fmt(ours.get("of_ideal_pct"), "{:,.1f}"),
                     _fmt(peer.get("of_ideal_pct"), "{:,.1f}"),
-                    _fmt(ours.get("peak_running"), "{:,.0f}", spread=False),
+                    f"{100 * mine / bound:,.1f}" if mine and bound else "n/a",
                 ]
             )
             base = sequential.get(case["spec"]["handler"], {})
-            mine = ours.get("records_per_s", {}).get("median")
             speed.append(
                 [
                     case["case"],
                     f"{mine / base['aiokafka']:,.2f}x" if mine and base.get("aiokafka") else "n/a",
                     f"{mine / base['ours']:,.2f}x" if mine and base.get("ours") else "n/a",
+                    _fmt(ours.get("peak_running"), "{:,.0f}", spread=False),
                 ]
             )
         lines += ["Records/s (median, min-max over the rounds) ↑:", "", *_table(rate), ""]
-        lines += ["Share of the ideal rate, % ↑:", "", *_table(share), ""]
         lines += [
-            "Ours over the sequential loops with the same handler (medians) ↑:",
+            "Share of the ideal rate, % (median, min-max), and ours as a share of the asyncio "
+            "floor (medians) ↑:",
+            "",
+            *_table(share),
+            "",
+        ]
+        lines += [
+            "Ours over the sequential loops with the same handler (medians) ↑, and the most "
+            "handlers ours ran at once:",
             "",
             *_table(speed),
             "",
