@@ -142,7 +142,7 @@ async def wait_for(check, timeout_s: float = 15.0):  # type: ignore[no-untyped-d
 
 
 def pusher(client: Producer | Consumer) -> TelemetryPusher:
-    telemetry = client._telemetry
+    telemetry = client._metrics_push
     assert telemetry is not None
     return telemetry
 
@@ -154,7 +154,7 @@ async def test_a_broker_without_the_api_gets_no_request(kafka_cluster: KafkaClus
         assert "does not offer GetTelemetrySubscriptions" in (stats.stopped or "")
         assert stats.subscription_requests == 0 and stats.pushes == 0
     async with Producer(kafka_cluster.bootstrap_servers, enable_metrics_push=False) as off:
-        assert off._telemetry is None
+        assert off._metrics_push is None
 
 
 async def test_without_subscription_one_request_per_interval_and_silence(
