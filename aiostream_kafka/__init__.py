@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from aiostream_kafka.errors import (
     BootstrapError,
     BrokerUnavailableError,
+    BufferFullError,
     ClientClosedError,
     CommitFailedError,
     ConfigError,
@@ -24,6 +25,7 @@ from aiostream_kafka.errors import (
     NetworkError,
     NothingToConsumeError,
     ProtocolError,
+    RecordsNotDeliveredError,
     TLSHandshakeError,
     UnsupportedVersionError,
 )
@@ -176,6 +178,7 @@ __all__ = [
     "BootstrapError",
     "ClientClosedError",
     "BrokerDescription",
+    "BufferFullError",
     "BrokerUnavailableError",
     "ClusterDescription",
     "CommitFailedError",
@@ -222,6 +225,7 @@ __all__ = [
     "RecordDeserializationError",
     "RecordMetadata",
     "RecordStream",
+    "RecordsNotDeliveredError",
     "SaslAuthenticationError",
     "ShareAcknowledgeError",
     "ShareConsumer",

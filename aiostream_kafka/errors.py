@@ -85,6 +85,30 @@ class ClientClosedError(KafkaError):
     ``close()`` began, or made after it, fails with this. Not retriable."""
 
 
+class BufferFullError(KafkaError):
+    """``Producer.enqueue_nowait()`` found no room: ``buffer_memory`` is taken by records
+    not yet acknowledged (or too many records wait for a topic's metadata). Nothing was
+    buffered. Retriable: wait for room (``await producer.wait_for_buffer()``), or raise
+    ``buffer_memory``. (asyncio's ``QueueFull``; confluent-kafka's ``BufferError``.)"""
+
+    retriable = True
+
+
+class RecordsNotDeliveredError(KafkaError):
+    """Records given to ``Producer.enqueue_nowait()`` without an ``on_delivery`` callback
+    failed (each failure was also logged): raised by ``flush()`` and ``close()`` so that
+    no failure goes unnoticed. ``count`` is how many failed since the last report,
+    ``first_error`` the first of them."""
+
+    def __init__(self, count: int, first_error: BaseException) -> None:
+        super().__init__(
+            f"{count} record(s) given to enqueue_nowait() without on_delivery failed; "
+            f"the first: {first_error!r}"
+        )
+        self.count = count
+        self.first_error = first_error
+
+
 class ConfigError(KafkaError, ValueError):
     """A configuration value is invalid. Raised before any network I/O."""
 
@@ -136,6 +160,7 @@ def reraisable(exc: _E) -> _E:
 __all__ = [
     "BootstrapError",
     "BrokerUnavailableError",
+    "BufferFullError",
     "ClientClosedError",
     "CommitFailedError",
     "ConfigError",
@@ -145,6 +170,7 @@ __all__ = [
     "KafkaTimeoutError",
     "NetworkError",
     "ProtocolError",
+    "RecordsNotDeliveredError",
     "TLSHandshakeError",
     "UnsupportedVersionError",
 ]

@@ -330,3 +330,21 @@ def test_the_package_imports_and_runs_without_opentelemetry_api() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
     assert time.monotonic() - started < 60
+
+
+async def test_enqueue_nowait_records_get_send_spans_and_keep_their_callbacks(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic, otel: Otel
+) -> None:
+    topic = await new_topic()
+    got: list[Any] = []
+    async with Producer(bootstrap_servers=kafka_cluster.bootstrap_servers, **otel.options) as p:
+        await p.partitions_for(topic)
+        for i in range(5):
+            p.enqueue_nowait(topic, b"%d" % i, on_delivery=lambda md, err: got.append(md))
+        p.enqueue_nowait(topic, b"no callback")
+        await p.flush()
+    spans = otel.spans("send ")
+    assert len(spans) == 6
+    assert sorted((s.attributes or {})["messaging.kafka.offset"] for s in spans) == list(range(6))
+    assert [md.offset for md in got] == list(range(5))
+    assert otel.total("messaging.client.sent.messages") == 6

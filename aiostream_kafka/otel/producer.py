@@ -1,9 +1,9 @@
 """A producer's spans and metrics.
 
 :func:`instrument_producer` runs once, at ``start()``, only when the producer emits
-(:func:`.telemetry.telemetry_for`). It replaces, on that producer object only, ``enqueue``
-and ``enqueue_batch`` with traced versions that call the class's own: ``send`` and
-``send_batch`` go through them, and a producer that emits nothing keeps the class's
+(:func:`.telemetry.telemetry_for`). It replaces, on that producer object only, ``enqueue``,
+``enqueue_nowait`` and ``enqueue_batch`` with traced versions that call the class's own:
+``send`` and ``send_batch`` go through them, and a producer that emits nothing keeps the class's
 methods untouched, so its per-record path pays nothing.
 
 Per record (``enqueue``/``send``): a ``send {topic}`` span (kind PRODUCER: no create span
@@ -102,7 +102,42 @@ def instrument_producer(producer: Any, telemetry: Telemetry) -> None:
         future.add_done_callback(partial(_batch_done, tel, cluster, span, attrs, started, count))
         return future
 
+    enqueue_nowait = cls.enqueue_nowait
+    unwatched = producer._unwatched
+
+    def traced_enqueue_nowait(
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: HeaderList | None = None,
+        partition: int | None = None,
+        on_delivery: Any = None,
+    ) -> None:
+        attrs = tel.attributes("send", "send", topic)
+        tel.set_key(attrs, key)
+        span = tel.start_span(f"send {topic}", "PRODUCER", attrs)
+        if span is not None:
+            headers = tel.inject(span, headers)
+        started = time.perf_counter()
+
+        def delivered(metadata: Any, error: BaseException | None) -> None:
+            where = (
+                None if metadata is None else (metadata.topic, metadata.partition, metadata.offset)
+            )
+            _outcome(tel, cluster, span, attrs, started, 1, where, error)
+            if on_delivery is not None:
+                on_delivery(metadata, error)
+            elif error is not None:
+                unwatched.set_exception(error)  # counted and reported as without tracing
+
+        try:
+            enqueue_nowait(producer, topic, value, key, headers, partition, delivered)
+        except BaseException as exc:
+            _outcome(tel, cluster, span, attrs, started, 1, None, exc)
+            raise
+
     # Instance attributes shadow the class's methods for this producer only.
+    producer.enqueue_nowait = traced_enqueue_nowait
     producer.enqueue = traced_enqueue
     producer.enqueue_batch = traced_enqueue_batch
     producer._fast = False  # its inline fast path would skip the traced enqueue

@@ -21,7 +21,7 @@ import collections
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Any, cast
 
 from aiostream_kafka.errors import KafkaError
 from aiostream_kafka.producer.batch import Segment
@@ -412,15 +412,19 @@ class Accumulator:
         value: BytesLike | None,
         headers: HeaderList | None,
         timestamp_ms: int,
+        sink: Any = None,
     ) -> asyncio.Future[RecordMetadata] | None:
         """Append to the open batch of ``tp`` if it has room; None when a new batch is
-        needed. Never waits."""
+        needed. Never waits. The record's outcome goes to a new future, returned, or to
+        ``sink`` (a :mod:`.delivery` object: ``enqueue_nowait``), also returned."""
         dq = self.batches.get(tp)  # type: ignore[call-overload]
         if dq:
             last = dq[-1]
             if not last.closed:
                 if last.has_room_for(key, value, headers):
-                    future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self.loop)
+                    future: asyncio.Future[RecordMetadata] = (
+                        asyncio.Future(loop=self.loop) if sink is None else sink
+                    )
                     last.append(key, value, headers, timestamp_ms, future)
                     return future
                 last.closed = True  # full: the sender may take it now
@@ -478,6 +482,38 @@ class Accumulator:
         self.incomplete.add(batch)
         self.wakeup.set()
         return future, batch
+
+    def append_new_nowait(
+        self,
+        tp: TopicPartition,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: HeaderList | None,
+        timestamp_ms: int,
+        sink: Any,
+    ) -> ProducerBatch | None:
+        """:meth:`append_new` without waiting (``enqueue_nowait``): the new batch the
+        record went to, or None when ``buffer_memory`` has no room for one (nothing was
+        appended)."""
+        size = max(self.batch_size, record_size_upper_bound(key, value, headers))
+        size = min(size, self.pool.total)
+        if not self.pool.try_reserve(size):
+            self.wakeup.set()  # let the sender free memory
+            return None
+        now = time.monotonic()
+        batch = ProducerBatch(
+            tp, self.batch_size, size, now, now + self.delivery_timeout_s, self.loop
+        )
+        batch.append(key, value, headers, timestamp_ms, sink)
+        dq = self.batches.get(tp)
+        if dq is None:
+            dq = self.batches[tp] = collections.deque()
+        elif dq and not dq[-1].closed:
+            dq[-1].closed = True
+        dq.append(batch)
+        self.incomplete.add(batch)
+        self.wakeup.set()
+        return batch
 
     def reservation(self, first_record_size: int, wanted: int | None = None) -> int:
         """The memory a new batch reserves when its first record has this size bound:

@@ -14,6 +14,8 @@ and the per-record path (``send``/``enqueue``) are here, in the class body.
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -31,9 +33,11 @@ from aiostream_kafka.concurrency import (
     shielded,
 )
 from aiostream_kafka.errors import (
+    BufferFullError,
     ClientClosedError,
     KafkaError,
     KafkaTimeoutError,
+    RecordsNotDeliveredError,
     reraisable,
 )
 from aiostream_kafka.otel.telemetry import telemetry_for
@@ -46,6 +50,7 @@ from aiostream_kafka.producer.accumulator import (
 )
 from aiostream_kafka.producer.batch_calls import BatchCalls
 from aiostream_kafka.producer.buffer_pool import BufferPool
+from aiostream_kafka.producer.delivery import Delivery, DeliveryCallback, Unwatched
 from aiostream_kafka.producer.idempotence import IdempotenceState
 from aiostream_kafka.producer.partitioner import StickyPartitioner, partition_for_key
 from aiostream_kafka.producer.record import BYTES as _BYTES
@@ -130,6 +135,12 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         self._pool = BufferPool(config.buffer_memory)
         self._partitioner = StickyPartitioner()
         self._sticky: dict[str, Any] = {}  # topic -> the batch keyless records stick to
+        # enqueue_nowait: the outcome sink of records sent without a callback, and the
+        # records held (in order) until their topic's metadata is known.
+        self._unwatched = Unwatched()
+        self._held: dict[str, collections.deque[Any]] = {}
+        self._held_bytes = 0
+        self._held_tasks: set[asyncio.Task[None]] = set()
         self._idempotence = IdempotenceState() if config.idempotent else None
         self._txn: TransactionManager | None = None
         if config.transactional_id is not None:
@@ -267,7 +278,11 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        if exc is None:
+            await self.close()
+            return
+        with contextlib.suppress(RecordsNotDeliveredError):  # logged; the body's error wins
+            await self.close()
 
     async def close(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 -- Kafka's close(timeout)
         """Stop taking records, deliver what is buffered, then release everything.
@@ -281,11 +296,19 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         one's ``timeout`` counts). Cancelling the caller does not cut the close short: the
         records left fail with :class:`ProducerClosedError`, every task and connection is
         released, then the :class:`asyncio.CancelledError` is re-raised.
+
+        Raises:
+            RecordsNotDeliveredError: records given to :meth:`enqueue_nowait` without
+                ``on_delivery`` failed since the last :meth:`flush` (after closing; not
+                raised by ``async with`` when its body raised: they were logged).
         """
         if self._close_task is None:
             limit = DEFAULT_CLOSE_TIMEOUT_S if timeout is None else timeout
             self._close_task = shared_task(self._close(limit), name="closing the producer")
         await shielded(self._close_task, timeout=None, what="closing the producer")
+        failed = self._unwatched.take()
+        if failed is not None:
+            raise failed
 
     async def _close(self, timeout: float) -> None:  # noqa: ASYNC109
         started = self._state == "running"
@@ -539,27 +562,8 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 raise refusal
         # Checks cheapest first, and a keyless record joins its topic's sticky batch
         # without looking at the metadata.
-        serializer = self._value_serializer
-        if serializer is not None:
-            value = serialize(serializer, value, "value")
-        elif value is not None and type(value) is not bytes and not isinstance(value, _BYTES):
-            serialize(None, value, "value")  # raises TypeError naming the fix
-        serializer = self._key_serializer
-        if serializer is not None:
-            key = serialize(serializer, key, "key")
-        elif key is not None and type(key) is not bytes and not isinstance(key, _BYTES):
-            serialize(None, key, "key")
-        if timestamp_ms is None:
-            timestamp_ms = time.time_ns() // 1_000_000
-        elif type(timestamp_ms) is not int or timestamp_ms < 0:
-            raise TypeError(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
-        if headers is not None:
-            headers = _check_headers(headers)  # type: ignore[assignment]
-            self._check_size(topic, key, value, headers)
-        elif (value is not None and len(value) > self._size_check_from) or (
-            key is not None and len(key) > self._size_check_from
-        ):
-            self._check_size(topic, key, value, headers)
+        value, key, checked, timestamp_ms = self._prepare(topic, value, key, headers, timestamp_ms)
+        headers = checked  # type: ignore[assignment]
         if key is None and partition is None:
             batch = self._sticky.get(topic)
             if batch is not None and not batch.closed and batch.has_room_for(None, value, headers):
@@ -592,6 +596,251 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             await asyncio.sleep(0)  # a new batch: let the sender and the readers run
             return future
         return future_or_none
+
+    def enqueue_nowait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        partition: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> None:
+        """Buffer one record without awaiting anything and without a future: the fastest
+        call for a pipeline (confluent-kafka's ``produce()``, asyncio's ``put_nowait``).
+
+        ``on_delivery(metadata, error)`` runs on the event loop once the record is
+        acknowledged (``metadata`` a :class:`RecordMetadata`, ``error`` None) or has
+        failed (``metadata`` None); an exception it raises is logged and ignored. A record
+        with no ``on_delivery`` costs no object of its own; if it fails, the failure is
+        logged and counted, and the next :meth:`flush` or :meth:`close` raises
+        :class:`~aiostream_kafka.errors.RecordsNotDeliveredError` naming how many failed
+        and the first error: never lost silently. Records of a topic whose metadata is
+        not known yet are held (in order, bounded) until it is.
+
+        Raises:
+            BufferFullError: ``buffer_memory`` has no room for the record now (nothing
+                was buffered): ``await`` :meth:`wait_for_buffer` and call again.
+            TypeError, RecordTooLargeError, ProducerClosedError: as :meth:`enqueue`.
+        """
+        sink: Any = self._unwatched if on_delivery is None else Delivery(on_delivery)
+        if (
+            key is None
+            and type(value) is bytes
+            and headers is None
+            and partition is None
+            and self._fast
+            and self._open
+        ):
+            batch = self._sticky.get(topic)
+            if batch is not None and not batch.closed:
+                size = len(value)
+                if size <= batch.room:
+                    batch.room -= size + PLAIN_OVERHEAD
+                    batch.pending.append(value)
+                    batch.timestamps.append(_time_ns() // 1_000_000)
+                    batch.futures.append(sink)
+                    return
+        acc = self._accumulator
+        if self._state != "running" or acc is None:
+            raise self._not_running()
+        if self._txn is not None:
+            refusal = self._txn.send_refusal()
+            if refusal is not None:
+                raise refusal
+        if partition is not None and (
+            isinstance(partition, bool) or not isinstance(partition, int) or partition < 0
+        ):
+            raise TypeError(f"partition must be a non-negative int, got {partition!r}")
+        value, key, checked, timestamp_ms = self._prepare(topic, value, key, headers, None)
+        held = self._held.get(topic)
+        if held is not None:  # records wait for its metadata: keep their order
+            self._hold(topic, value, key, checked, partition, timestamp_ms, sink)
+            return
+        meta = self._cluster.snapshot.topics.get(topic)
+        if (
+            meta is None
+            or meta.error_code
+            or not meta.partitions
+            or (partition is not None and partition not in meta.partitions)
+        ):
+            if not isinstance(topic, str) or not topic:
+                raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+            self._hold(topic, value, key, checked, partition, timestamp_ms, sink)
+            return
+        if not self._append_now(acc, meta, value, key, checked, partition, timestamp_ms, sink):
+            raise BufferFullError(
+                f"buffer_memory ({self.config.buffer_memory} bytes) is full of records not "
+                "yet acknowledged: await producer.wait_for_buffer() and send again, or "
+                "raise buffer_memory"
+            )
+
+    def _append_now(
+        self,
+        acc: Accumulator,
+        meta: TopicMetadata,
+        value: Any,
+        key: Any,
+        headers: HeaderList | None,
+        partition: int | None,
+        timestamp_ms: int,
+        sink: Any,
+    ) -> bool:
+        """Append a checked record whose topic's metadata is known, never waiting: False
+        when a new batch is needed and ``buffer_memory`` has no room for it."""
+        topic = meta.name
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, len(meta.partitions))
+            else:
+                batch = self._sticky.get(topic)
+                if batch is not None and not batch.closed:
+                    if batch.has_room_for(None, value, headers):
+                        batch.append(None, value, headers, timestamp_ms, sink)
+                        return True
+                    batch.closed = True
+                    acc.wakeup.set()
+                count = len(meta.partitions)
+                available = [p for p, m in meta.partitions.items() if m.leader >= 0]
+                if batch is None:
+                    partition = self._partitioner.partition(topic, count, available)
+                else:
+                    partition = self._partitioner.next_partition(topic, count, available)
+                tp = TopicPartition(topic, partition)
+                if acc.try_append(tp, None, value, headers, timestamp_ms, sink) is not None:
+                    self._sticky[topic] = acc.open_batch(tp)
+                    return True
+                new_batch = acc.append_new_nowait(tp, None, value, headers, timestamp_ms, sink)
+                if new_batch is None:
+                    return False
+                self._sticky[topic] = new_batch
+                return True
+        tp = TopicPartition(topic, partition)
+        if acc.try_append(tp, key, value, headers, timestamp_ms, sink) is not None:
+            return True
+        return acc.append_new_nowait(tp, key, value, headers, timestamp_ms, sink) is not None
+
+    def _hold(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: HeaderList | None,
+        partition: int | None,
+        timestamp_ms: int,
+        sink: Any,
+    ) -> None:
+        """Keep a record of ``enqueue_nowait`` until its topic's metadata arrives (a task
+        per topic appends the held records in order then); bounded by a quarter of
+        ``buffer_memory``."""
+        size = record_size_upper_bound(key, value, headers)
+        if self._held_bytes + size > self.config.buffer_memory // 4:
+            raise BufferFullError(
+                f"{sum(len(h) for h in self._held.values())} record(s) already wait for the "
+                f"metadata of their topic ({', '.join(sorted(self._held))}): await "
+                "producer.wait_for_buffer() and send again"
+            )
+        held = self._held.get(topic)
+        if held is None:
+            held = self._held[topic] = collections.deque()
+            self._held_tasks.add(
+                self._scope.spawn(
+                    self._release_held(topic, held),
+                    name=f"aiostream-kafka producer: records waiting for topic {topic!r}",
+                    crash=Crash.AWAITED,
+                )
+            )
+        held.append((value, key, headers, partition, timestamp_ms, sink, size))
+        self._held_bytes += size
+
+    async def _release_held(self, topic: str, held: collections.deque[Any]) -> None:
+        """Wait for ``topic``'s metadata (up to ``max_block_ms``), then append its held
+        records in order, waiting for buffer memory as ``enqueue`` does; on failure each
+        held record's outcome is the error."""
+        error: BaseException | None = None
+        try:
+            while held:
+                value, key, headers, partition, timestamp_ms, sink, size = held[0]
+                try:
+                    meta = await self._wait_for_topic(topic, partition)
+                    acc = self._accumulator
+                    if self._state not in ("running", "closing") or acc is None:
+                        raise self._not_running()
+                    while not self._append_now(
+                        acc, meta, value, key, headers, partition, timestamp_ms, sink
+                    ):
+                        await self.wait_for_buffer()
+                except Exception as exc:
+                    sink.set_exception(exc)
+                held.popleft()
+                self._held_bytes -= size
+        except BaseException as exc:  # cancelled (the producer closes): fail what is left
+            error = exc
+            raise
+        finally:
+            self._held.pop(topic, None)
+            self._held_tasks.discard(asyncio.current_task())
+            if held:
+                closed = ProducerClosedError(
+                    f"the producer closed while this record waited for topic {topic!r}"
+                )
+                closed.__cause__ = error if isinstance(error, Exception) else None
+                for entry in held:
+                    entry[5].set_exception(closed)
+                    self._held_bytes -= entry[6]
+                held.clear()
+
+    async def wait_for_buffer(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        """Wait until ``buffer_memory`` has room for a new batch (what
+        :meth:`enqueue_nowait` needs after :class:`~aiostream_kafka.errors.BufferFullError`),
+        with no future per record.
+
+        Raises:
+            KafkaTimeoutError: no room within ``timeout`` seconds (default ``max_block_ms``).
+            ProducerClosedError: the producer is closed.
+        """
+        if self._state != "running" or self._accumulator is None:
+            raise self._not_running()
+        limit_s = self._max_block_s if timeout is None else timeout
+        size = min(self.config.batch_size, self._pool.total)
+        self._accumulator.wakeup.set()
+        await self._pool.reserve(size, limit_s)
+        self._pool.release(size)
+
+    def _prepare(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        timestamp_ms: int | None,
+    ) -> tuple[Any, Any, HeaderList | None, int]:
+        """A record's value and key serialized, its headers and size checked, its
+        timestamp (now, if none): the checks of :meth:`enqueue` and
+        :meth:`enqueue_nowait` past their hot paths. Raises as :meth:`enqueue` does."""
+        serializer = self._value_serializer
+        if serializer is not None:
+            value = serialize(serializer, value, "value")
+        elif value is not None and type(value) is not bytes and not isinstance(value, _BYTES):
+            serialize(None, value, "value")  # raises TypeError naming the fix
+        serializer = self._key_serializer
+        if serializer is not None:
+            key = serialize(serializer, key, "key")
+        elif key is not None and type(key) is not bytes and not isinstance(key, _BYTES):
+            serialize(None, key, "key")
+        if timestamp_ms is None:
+            timestamp_ms = time.time_ns() // 1_000_000
+        elif type(timestamp_ms) is not int or timestamp_ms < 0:
+            raise TypeError(f"timestamp_ms must be a non-negative int, got {timestamp_ms!r}")
+        checked: HeaderList | None = None
+        if headers is not None:
+            checked = _check_headers(headers)
+            self._check_size(topic, key, value, checked)
+        elif (value is not None and len(value) > self._size_check_from) or (
+            key is not None and len(key) > self._size_check_from
+        ):
+            self._check_size(topic, key, value, None)
+        return value, key, checked, timestamp_ms
 
     async def _append_keyless(
         self,
@@ -722,6 +971,8 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         Raises:
             KafkaTimeoutError: ``timeout`` seconds passed first (nothing is failed by it).
             ProducerClosedError: the producer is closed.
+            RecordsNotDeliveredError: records given to :meth:`enqueue_nowait` without
+                ``on_delivery`` failed since the last report.
         """
         if self._state != "running":
             raise self._not_running()
@@ -730,11 +981,16 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 await self._flush()
         except TimeoutError:
             raise KafkaTimeoutError(f"flush did not complete within {timeout} s") from None
+        failed = self._unwatched.take()
+        if failed is not None:
+            raise failed
 
     async def _flush(self) -> None:
         acc, sender = self._accumulator, self._sender
         if acc is None or sender is None:
             return
+        while self._held_tasks:  # records of enqueue_nowait waiting for their topic first
+            await asyncio.wait(set(self._held_tasks))
         pending = [b.done for b in acc.incomplete]
         if not pending:
             return
