@@ -26,6 +26,7 @@ from typing import Any, cast
 from aiostream_kafka.errors import KafkaError
 from aiostream_kafka.producer.batch import Segment
 from aiostream_kafka.producer.buffer_pool import BufferPool
+from aiostream_kafka.producer.delivery import Unwatched
 from aiostream_kafka.protocol.compression import CompressionType
 from aiostream_kafka.protocol.records import (
     HEADER_SIZE,
@@ -372,7 +373,7 @@ class ProducerBatch:
     def fail(self, error: KafkaError) -> None:
         """Fail every record future, and every batch call's segment, with ``error``."""
         for future in self.futures:
-            if future is not None and not future.done():
+            if future is not None and (not future.done() or isinstance(future, Unwatched)):
                 future.set_exception(error)
         if self.groups is not None:
             partition = self.tp.partition

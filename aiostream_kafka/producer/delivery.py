@@ -8,8 +8,8 @@ one of these two, which answer the same three calls a batch makes of a future
 * :class:`Delivery`: a record given an ``on_delivery`` callback; the batch's completion
   calls it (on the loop, at once) with ``(metadata, None)`` or ``(None, error)``;
 * :class:`Unwatched`: one object per producer, shared by every record sent without a
-  callback, so such a record costs no object at all: a success is dropped, a failure is
-  counted and logged, and ``flush()``/``close()`` raise
+  callback, so such a record costs no object at all: a success builds nothing (it says it
+  is done already, so the completion skips it), a failure is counted and logged, and ``flush()``/``close()`` raise
   :class:`~aiostream_kafka.errors.RecordsNotDeliveredError` for what it counted.
 """
 
@@ -74,7 +74,9 @@ class Unwatched:
         self.total_failed = 0
 
     def done(self) -> bool:
-        return False
+        # True: a batch's completion skips it (no metadata is built for a success nobody
+        # asked about); ProducerBatch.fail() reports failures to it explicitly.
+        return True
 
     def cancelled(self) -> bool:
         return False
