@@ -468,12 +468,27 @@ class Accumulator:
             if joined is not None:
                 self.pool.release(size)
                 return joined, self.batches[tp][-1]
+        future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self.loop)
+        return future, self._open_with(tp, size, key, value, headers, timestamp_ms, future)
+
+    def _open_with(
+        self,
+        tp: TopicPartition,
+        reserved: int,
+        key: BytesLike | None,
+        value: BytesLike | None,
+        headers: HeaderList | None,
+        timestamp_ms: int,
+        outcome: Any,
+    ) -> ProducerBatch:
+        """A new batch of ``tp`` holding ``reserved`` bytes, with this first record (its
+        outcome to ``outcome``), queued behind the partition's others (closing the open
+        one)."""
         now = time.monotonic()
         batch = ProducerBatch(
-            tp, self.batch_size, size, now, now + self.delivery_timeout_s, self.loop
+            tp, self.batch_size, reserved, now, now + self.delivery_timeout_s, self.loop
         )
-        future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self.loop)
-        batch.append(key, value, headers, timestamp_ms, future)
+        batch.append(key, value, headers, timestamp_ms, outcome)
         dq = self.batches.get(tp)
         if dq is None:
             dq = self.batches[tp] = collections.deque()
@@ -482,7 +497,7 @@ class Accumulator:
         dq.append(batch)
         self.incomplete.add(batch)
         self.wakeup.set()
-        return future, batch
+        return batch
 
     def append_new_nowait(
         self,
@@ -501,20 +516,7 @@ class Accumulator:
         if not self.pool.try_reserve(size):
             self.wakeup.set()  # let the sender free memory
             return None
-        now = time.monotonic()
-        batch = ProducerBatch(
-            tp, self.batch_size, size, now, now + self.delivery_timeout_s, self.loop
-        )
-        batch.append(key, value, headers, timestamp_ms, sink)
-        dq = self.batches.get(tp)
-        if dq is None:
-            dq = self.batches[tp] = collections.deque()
-        elif dq and not dq[-1].closed:
-            dq[-1].closed = True
-        dq.append(batch)
-        self.incomplete.add(batch)
-        self.wakeup.set()
-        return batch
+        return self._open_with(tp, size, key, value, headers, timestamp_ms, sink)
 
     def reservation(self, first_record_size: int, wanted: int | None = None) -> int:
         """The memory a new batch reserves when its first record has this size bound:

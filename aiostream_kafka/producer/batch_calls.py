@@ -204,6 +204,7 @@ class BatchCalls:
         def _not_running(self) -> Exception: ...
         def _refusal(self) -> Exception | None: ...
         def _expedite_when_idle(self) -> None: ...
+        def _sticky_partition(self, meta: TopicMetadata, *, moving: bool) -> int: ...
         def _check_size(
             self, topic: str, key: Any, value: Any, headers: HeaderList | None
         ) -> None: ...
@@ -569,13 +570,7 @@ class BatchCalls:
             current = self._cluster.snapshot.topics.get(topic)
             if current is not None and not current.error_code and current.partitions:
                 meta = current
-            count = len(meta.partitions)
-            available = [p for p, m in meta.partitions.items() if m.leader >= 0]
-            if batch is None:
-                partition = self._partitioner.partition(topic, count, available)
-            else:
-                partition = self._partitioner.next_partition(topic, count, available)
-            tp = TopicPartition(topic, partition)
+            tp = TopicPartition(topic, self._sticky_partition(meta, moving=batch is not None))
             batch = acc.open_batch(tp)
             if batch is not None and run.fits(batch):
                 self._sticky[topic] = batch

@@ -700,13 +700,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                         return True
                     batch.closed = True
                     acc.wakeup.set()
-                count = len(meta.partitions)
-                available = [p for p, m in meta.partitions.items() if m.leader >= 0]
-                if batch is None:
-                    partition = self._partitioner.partition(topic, count, available)
-                else:
-                    partition = self._partitioner.next_partition(topic, count, available)
-                tp = TopicPartition(topic, partition)
+                tp = TopicPartition(topic, self._sticky_partition(meta, moving=batch is not None))
                 if acc.try_append(tp, None, value, headers, timestamp_ms, sink) is not None:
                     self._sticky[topic] = acc.open_batch(tp)
                     return True
@@ -861,13 +855,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 return future
             batch.closed = True
             acc.wakeup.set()
-        count = len(meta.partitions)
-        available = [p for p, m in meta.partitions.items() if m.leader >= 0]
-        if batch is None:
-            partition = self._partitioner.partition(topic, count, available)
-        else:
-            partition = self._partitioner.next_partition(topic, count, available)
-        tp = TopicPartition(topic, partition)
+        tp = TopicPartition(topic, self._sticky_partition(meta, moving=batch is not None))
         future_or_none = acc.try_append(tp, None, value, headers, timestamp_ms)
         if future_or_none is not None:
             self._sticky[topic] = acc.open_batch(tp)
@@ -878,6 +866,16 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         self._sticky[topic] = new_batch
         await asyncio.sleep(0)  # a new batch: let the sender and the readers run
         return future
+
+    def _sticky_partition(self, meta: TopicMetadata, *, moving: bool) -> int:
+        """The partition keyless records of ``meta``'s topic stick to (KIP-480): a first
+        one, or, ``moving`` (its sticky batch is complete), the next one; partitions with
+        a leader preferred."""
+        count = len(meta.partitions)
+        available = [p for p, m in meta.partitions.items() if m.leader >= 0]
+        if moving:
+            return self._partitioner.next_partition(meta.name, count, available)
+        return self._partitioner.partition(meta.name, count, available)
 
     def _check_size(self, topic: str, key: Any, value: Any, headers: HeaderList | None) -> None:
         size = record_size_upper_bound(key, value, headers)
