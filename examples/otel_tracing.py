@@ -95,6 +95,7 @@ class Service:
                             row["sum"] = point.sum
                             row["bounds"] = list(point.explicit_bounds)
                             row["buckets"] = list(point.bucket_counts)
+                            row["min"], row["max"] = point.min, point.max
                         elif isinstance(point, NumberDataPoint):
                             row["value"] = point.value
                         rows.append(row)
