@@ -38,7 +38,7 @@ OUT = ROOT / "docs" / "img"
 COLOURS = {"orders": "#3b73b9", "billing": "#e07b28"}
 OTHER = "#7f7f7f"
 FOOTNOTE = (
-    "Drawn by tools/render_otel.py from the {what} examples/otel_tracing.py exported "
+    "Drawn by tools/render_otel.py from the {what} examples/otel_tracing.py exported\n"
     "(OpenTelemetry SDK, in-memory {where}): not a product's screenshot."
 )
 
@@ -106,7 +106,7 @@ def waterfall(data: dict[str, Any], out: Path, skip: int, count: int) -> None:
         )  # fmt: skip
 
     n_rows = sum(len(rows) + 1 for _, rows in sections)
-    fig, ax = plt.subplots(figsize=(10, 0.27 * n_rows + 1.7))
+    fig, ax = plt.subplots(figsize=(8.5, 0.3 * n_rows + 1.8))
 
     def ms(ns: int) -> float:
         return (ns - first_ns) / 1e6
@@ -115,7 +115,7 @@ def waterfall(data: dict[str, Any], out: Path, skip: int, count: int) -> None:
     label_x = -0.42 * span_ms  # the labels' column, left of time zero
     y = 0
     for title, rows in sections:
-        ax.text(label_x, y, title, fontsize=9, fontweight="bold", va="center", color="#333")
+        ax.text(label_x, y, title, fontsize=9.5, fontweight="bold", va="center", color="#333")
         ax.axhline(y - 0.5, color="#ddd", lw=0.8)
         y += 1
         for s, depth in rows:
@@ -123,12 +123,12 @@ def waterfall(data: dict[str, Any], out: Path, skip: int, count: int) -> None:
             colour = COLOURS.get(s["service"], OTHER)
             width = max(end - start, span_ms * 0.004)  # an instant span still shows
             ax.barh(y, width, left=start, height=0.62, color=colour)
-            ax.text(label_x + depth * span_ms * 0.025, y, s["name"], fontsize=9, va="center")
+            ax.text(label_x + depth * span_ms * 0.025, y, s["name"], fontsize=9.5, va="center")
             ax.text(
-                -0.012 * span_ms, y, s["kind"].lower(), fontsize=7.5, va="center",
+                -0.012 * span_ms, y, s["kind"].lower(), fontsize=8, va="center",
                 ha="right", color="#666",
             )  # fmt: skip
-            ax.text(end + span_ms * 0.008, y, note(s, number), fontsize=7.5, va="center",
+            ax.text(end + span_ms * 0.008, y, note(s, number), fontsize=8, va="center",
                     color="#555")  # fmt: skip
             y += 1
     ax.set_ylim(y - 0.5, -0.6)
@@ -142,16 +142,16 @@ def waterfall(data: dict[str, Any], out: Path, skip: int, count: int) -> None:
         plt.Rectangle((0, 0), 1, 1, color=c, label=f"service.name = {name}")
         for name, c in COLOURS.items()
     ]
-    fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=8, frameon=False,
+    fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=9, frameon=False,
                bbox_to_anchor=(0.5, 0.965))  # fmt: skip
     fig.suptitle(
         f"Orders {skip + 1}-{skip + len(chosen)} of {len(requests)}: "
         "POST /orders → send → process → charge card, send invoice",
-        fontsize=10,
+        fontsize=10.5,
     )
-    fig.text(0.01, 0.005, FOOTNOTE.format(what="spans", where="span exporters"), fontsize=7,
+    fig.text(0.01, 0.005, FOOTNOTE.format(what="spans", where="span exporters"), fontsize=7.5,
              color="#666")  # fmt: skip
-    fig.tight_layout(rect=(0, 0.02, 1, 0.955))
+    fig.tight_layout(rect=(0, 0.035, 1, 0.955))
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
@@ -228,7 +228,7 @@ def dashboard(data: dict[str, Any], out: Path) -> None:
 
     samples: list[dict[str, Any]] = data["metrics"]
     topics = data["topics"]
-    fig, axes = plt.subplots(2, 2, figsize=(10, 6.6))
+    fig, axes = plt.subplots(2, 2, figsize=(9, 7.4))
     (sent_ax, lag_ax), (op_ax, proc_ax) = axes
 
     lines = [
@@ -241,9 +241,9 @@ def dashboard(data: dict[str, Any], out: Path) -> None:
         for points in series(samples, name, service).values():
             t, v = zip(*[(0.0, 0.0), *points], strict=True)  # nothing counted at the start
             sent_ax.step(t, v, where="post", ls=style, color=COLOURS[service], label=label)
-    sent_ax.set_title("messaging.client.sent / consumed.messages (counters)", fontsize=9.5)
+    sent_ax.set_title("messaging.client.sent / consumed.messages (counters)", fontsize=10)
     sent_ax.set_ylabel("messages (cumulative)")
-    sent_ax.legend(fontsize=8, frameon=False)
+    sent_ax.legend(fontsize=8.5, frameon=False)
 
     lag = series(
         samples, "aiostream_kafka.consumer.lag", "billing", ("messaging.destination.partition.id",)
@@ -251,10 +251,10 @@ def dashboard(data: dict[str, Any], out: Path) -> None:
     for (partition,), points in sorted(lag.items()):
         t, v = zip(*points, strict=True)
         lag_ax.step(t, v, where="post", label=f"{topics['orders']} partition {partition}")
-    lag_ax.set_title("aiostream_kafka.consumer.lag (gauge, billing)", fontsize=9.5)
+    lag_ax.set_title("aiostream_kafka.consumer.lag (gauge, billing)", fontsize=10)
     lag_ax.set_ylabel("records after the position")
     lag_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    lag_ax.legend(fontsize=8, frameon=False)
+    lag_ax.legend(fontsize=8.5, frameon=False)
     for ax in (sent_ax, lag_ax):
         ax.set_xlabel("s since the first order")
         ax.set_xlim(left=0)
@@ -274,13 +274,13 @@ def dashboard(data: dict[str, Any], out: Path) -> None:
                 h["buckets"][:shown], width=width * 0.95, color=colour,
                 label=f"{label}: {h['count']}, p50 ≈ {p50:.0f} ms, p99 ≈ {p99:.0f} ms",
             )  # fmt: skip
-        ax.set_xticks(range(shown), labels[:shown], fontsize=8)
+        ax.set_xticks(range(shown), labels[:shown], fontsize=8.5)
         ax.set_xlabel("bucket (ms): the conventions' boundaries")
         ax.set_ylabel("count")
-        ax.set_title(title, fontsize=9.5)
+        ax.set_title(title, fontsize=10)
         top = max(n for _, _, h in histograms for n in h["buckets"])
         ax.set_ylim(0, top * (1.25 + 0.1 * len(histograms)))  # room for the legend
-        ax.legend(fontsize=7.5, frameon=False, loc="upper right")
+        ax.legend(fontsize=8, frameon=False, loc="upper right")
 
     name = "messaging.client.operation.duration"
     ops = [
@@ -299,9 +299,9 @@ def dashboard(data: dict[str, Any], out: Path) -> None:
             [(f"process {topics['orders']}", COLOURS["billing"], process)],
         )
     footnote = FOOTNOTE.format(what="metrics", where="metric readers, sampled every 50 ms")
-    fig.text(0.01, 0.005, footnote + "\np50/p99: estimated from the buckets.", fontsize=7,
+    fig.text(0.01, 0.005, footnote + " p50/p99: estimated from the buckets.", fontsize=7.5,
              color="#666")  # fmt: skip
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout(rect=(0, 0.045, 1, 1))
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
