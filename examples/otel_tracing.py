@@ -126,7 +126,8 @@ async def client_requests(
 ) -> None:
     """One client's requests, one after another."""
     for n in numbers:
-        order = {"id": f"order-{n}", "customer": f"customer-{n % 7}", "amount": 10 + n % 90}
+        customer = f"customer-{n % 7}"
+        order = {"id": f"order-{n}", "customer": customer, "amount": 10 + n % 90}
         with orders.tracer.start_as_current_span(
             "POST /orders",
             kind=SpanKind.SERVER,
@@ -134,7 +135,7 @@ async def client_requests(
         ) as request:
             with orders.tracer.start_as_current_span("validate order"):
                 await asyncio.sleep(0.001)  # e.g. a look-up of the customer
-            metadata = await producer.send(topic, order, key=order["customer"].encode())
+            metadata = await producer.send(topic, order, key=customer.encode())
             request.set_attribute("http.response.status_code", 202)
             request.set_attribute("order.offset", metadata.offset)
         await asyncio.sleep(pause_s)

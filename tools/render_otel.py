@@ -78,6 +78,7 @@ def waterfall(data: dict[str, Any], out: Path, skip: int, count: int) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
     spans: list[Span] = data["spans"]
     requests = sorted(
@@ -109,7 +110,7 @@ def waterfall(data: dict[str, Any], out: Path, skip: int, count: int) -> None:
     fig, ax = plt.subplots(figsize=(8.5, 0.3 * n_rows + 1.8))
 
     def ms(ns: int) -> float:
-        return (ns - first_ns) / 1e6
+        return float(ns - first_ns) / 1e6
 
     span_ms = ms(max(last_ns, *(s["end_ns"] for s in receives + commits)))
     label_x = -0.42 * span_ms  # the labels' column, left of time zero
@@ -138,10 +139,7 @@ def waterfall(data: dict[str, Any], out: Path, skip: int, count: int) -> None:
     ax.set_xlabel("ms since the first request shown")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    handles = [
-        plt.Rectangle((0, 0), 1, 1, color=c, label=f"service.name = {name}")
-        for name, c in COLOURS.items()
-    ]
+    handles = [Patch(color=c, label=f"service.name = {name}") for name, c in COLOURS.items()]
     fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=9, frameon=False,
                bbox_to_anchor=(0.5, 0.965))  # fmt: skip
     fig.suptitle(
