@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
+import pytest
 from helpers import eventually
 from producer_oracle import read_all
 
@@ -61,7 +62,7 @@ async def _committed_total(bootstrap: str, group: str) -> int:
 def test_every_example_is_covered() -> None:
     tested = {
         "quickstart_producer.py", "quickstart_consumer.py", "partitioned_processing.py",
-        "batched_commits.py", "fastapi_app.py", "demo.py", "share_worker.py",
+        "batched_commits.py", "fastapi_app.py", "demo.py", "share_worker.py", "otel_tracing.py",
     }  # fmt: skip
     # Helpers start with "_"; the Spark examples have their own tests.
     examples = {p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith(("_", "spark"))}
@@ -152,6 +153,63 @@ async def test_share_worker(kafka_cluster: KafkaCluster) -> None:
 
         # Every job is accepted or rejected: nothing left for the group.
         await eventually(lag, lambda lags: len(lags) == 2 and set(lags.values()) == {0}, 30)
+
+
+async def test_otel_tracing_one_trace_from_request_to_invoice(
+    kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk is a dev dependency")
+    export = tmp_path / "run.json"
+    out = await run_example(
+        "otel_tracing.py", "--bootstrap-servers", kafka_cluster.bootstrap_servers,
+        "--orders", "12", "--export", str(export),
+    )  # fmt: skip
+    assert "took 12 orders, sent 12 invoices" in out, out
+    assert re.search(r"^  POST /orders +SERVER +orders ", out, re.M), out  # a tree printed
+    data = json.loads(export.read_text())
+    orders, invoices = data["topics"]["orders"], data["topics"]["invoices"]
+    spans = data["spans"]
+    requests = [s for s in spans if s["name"] == "POST /orders"]
+    assert len(requests) == 12
+    sends = set()
+    for request in requests:
+        # One trace id from the request in "orders" to the invoice sent by "billing".
+        trace = {s["name"]: s for s in spans if s["trace_id"] == request["trace_id"]}
+        shape = {name: (s["service"], s["kind"]) for name, s in trace.items()}
+        assert shape == {
+            "POST /orders": ("orders", "SERVER"),
+            "validate order": ("orders", "INTERNAL"),
+            f"send {orders}": ("orders", "PRODUCER"),
+            f"process {orders}": ("billing", "CONSUMER"),
+            "charge card": ("billing", "INTERNAL"),
+            f"send {invoices}": ("billing", "PRODUCER"),
+        }, shape
+        assert len([s for s in spans if s["trace_id"] == request["trace_id"]]) == 6
+        send, process = trace[f"send {orders}"], trace[f"process {orders}"]
+        assert send["parent_id"] == request["span_id"]
+        assert process["parent_id"] == send["span_id"]  # across the broker: traceparent
+        assert trace["charge card"]["parent_id"] == process["span_id"]
+        assert trace[f"send {invoices}"]["parent_id"] == process["span_id"]
+        for name in ("messaging.destination.partition.id", "messaging.kafka.offset"):
+            assert process["attributes"][name] == send["attributes"][name]
+        assert send["end_ns"] <= process["start_ns"]  # the send span ended at the ack
+        sends.add(send["span_id"])
+    # The receive spans (traces of their own) link to every order's send span.
+    receives = [s for s in spans if s["name"] == f"receive {orders}"]
+    assert receives and all(s["parent_id"] is None for s in receives)
+    assert {link["span_id"] for s in receives for link in s["links"]} == sends
+    last = max(m["t_s"] for m in data["metrics"])
+
+    def total(service: str, name: str, topic: str) -> float:
+        return sum(
+            m["value"] for m in data["metrics"]
+            if m["t_s"] == last and m["service"] == service and m["name"] == name
+            and m["attributes"]["messaging.destination.name"] == topic
+        )  # fmt: skip
+
+    assert total("orders", "messaging.client.sent.messages", orders) == 12
+    assert total("billing", "messaging.client.consumed.messages", orders) == 12
+    assert total("billing", "messaging.client.sent.messages", invoices) == 12
 
 
 def _free_port() -> int:
