@@ -188,7 +188,7 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
     rate = [["operation", *(LABELS["ours"][m] for m in MODES)]]
     ratio = [["operation", "no SDK / off", "SDK / off"]]
     cost = [["operation", "µs per record, SDK", "µs per record, no SDK"]]
-    spans = [["operation", "spans exported per record, SDK"]]
+    spans = [["operation", "spans per 1,000 records, SDK"]]
     for label, client, modes in rows:
         rates = {mode: _rates(case, client) for mode, case in modes.items()}
         rate.append([label, *(_spread(list(rates.get(m, {}).values()), "{:,.0f}") for m in MODES)])
@@ -207,8 +207,8 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
             ]
         )
         sdk_runs = modes["sdk"]["runs"].get(client, []) if "sdk" in modes else []
-        per = [r["spans_per_record"] for r in sdk_runs if "spans_per_record" in r]
-        spans.append([label, _spread(per, "{:.3f}")])
+        per = [1000 * r["spans_per_record"] for r in sdk_runs if "spans_per_record" in r]
+        spans.append([label, _spread(per, "{:,.1f}")])
     lines = [
         "Records/s (median, min-max over the rounds) ↑; aiokafka's columns: not instrumented, "
         "instrumented with no SDK, instrumented with the SDK:",
@@ -224,9 +224,9 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
         "",
         *_table(cost),
         "",
-        "Spans the exporter received per record sent or read, warm-up included, with the SDK "
-        "(median, min-max); the `BatchSpanProcessor` drops spans when its queue (2,048) is "
-        "full:",
+        "Spans the exporter received per 1,000 records sent or read (warm-up included), with "
+        "the SDK (median, min-max; the `BatchSpanProcessor` drops spans when its queue of "
+        "2,048 is full):",
         "",
         *_table(spans),
     ]
