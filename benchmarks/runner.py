@@ -45,6 +45,10 @@ class Case:
     shared_topic: str | None = None
     proxied: bool = False
     clients: list[str] = field(default_factory=lambda: list(settings.CLIENTS))
+    #: Consecutive cases with the same tag are variants run in turn within each round,
+    #: their order rotating round by round (as the clients' within a case): the otel
+    #: scenario's modes.
+    rotate: str | None = None
     samples: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     unsupported: dict[str, str] = field(default_factory=dict)
@@ -184,13 +188,30 @@ async def run_cases(ctx: Context, cases: list[Case]) -> None:
     total = profile.warmup_rounds + profile.rounds
     for round_no in range(total):
         warmup = round_no < profile.warmup_rounds
-        for case in cases:
+        for case in round_order(cases, round_no):
             clients = [c for c in ctx.clients if c in case.clients and c not in case.unsupported]
             if not clients:
                 continue
             shift = round_no % len(clients)
             for client in clients[shift:] + clients[:shift]:
                 await _one_run(ctx, case, client, round_no, warmup)
+
+
+def round_order(cases: list[Case], round_no: int) -> list[Case]:
+    """``cases`` in the order of round ``round_no``: each run of consecutive cases sharing
+    a ``rotate`` tag rotated by the round number, the others as they are."""
+    out: list[Case] = []
+    i = 0
+    while i < len(cases):
+        j = i + 1
+        tag = cases[i].rotate
+        while tag is not None and j < len(cases) and cases[j].rotate == tag:
+            j += 1
+        block = cases[i:j]
+        shift = round_no % len(block)
+        out += block[shift:] + block[:shift]
+        i = j
+    return out
 
 
 async def _one_run(ctx: Context, case: Case, client: str, round_no: int, warmup: bool) -> None:
@@ -234,7 +255,9 @@ async def _one_run(ctx: Context, case: Case, client: str, round_no: int, warmup:
         case.samples.setdefault(client, {}).setdefault(key, []).append(value)
     # A run of several processes (rebalance) reports its clients' peak, not its driver's.
     peak = out["result"].get("peak_rss_mb", out["peak_rss_mb"])
-    case.runs.setdefault(client, []).append({**out["result"], "peak_rss_mb": peak})
+    case.runs.setdefault(client, []).append(
+        {**out["result"], "peak_rss_mb": peak, "round": round_no + 1 - ctx.profile.warmup_rounds}
+    )
     ctx.rss.setdefault(case.family, {}).setdefault(client, []).append(peak)
 
 

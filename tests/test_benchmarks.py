@@ -197,3 +197,87 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
     assert "ours / aiokafka" in markdown
     assert "Share of the ideal rate" in markdown and "running at the kill" in markdown
     assert "| asyncio floor |" in markdown and "ours, % of the floor" in markdown
+
+
+def test_round_order_rotates_tagged_cases() -> None:
+    """Consecutive cases sharing a ``rotate`` tag take turns leading, round by round; the
+    untagged ones keep their place."""
+    from benchmarks.runner import Case, round_order
+
+    def case(name: str, tag: str | None) -> Case:
+        return Case("f", name, "s", {}, [], dict, rotate=tag)
+
+    cases = [case("a", "x"), case("b", "x"), case("c", "x"), case("d", None), case("e", "y")]
+    cases.append(case("f", "y"))
+    names = [[c.name for c in round_order(cases, r)] for r in range(3)]
+    assert names == [
+        ["a", "b", "c", "d", "e", "f"],
+        ["b", "c", "a", "d", "f", "e"],
+        ["c", "a", "b", "d", "e", "f"],
+    ]
+
+
+def test_otel_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
+    """The opt-in otel scenario (issue 31) at the smoke profile: ours' enqueue() and
+    batches() and aiokafka's send() in each mode, each in its own worker: with no SDK ours
+    hooks nothing, with the SDK every produced record's span reaches the exporter, and the
+    report has the ratio and cost tables. aiokafka's instrumented modes need
+    opentelemetry-instrumentation-aiokafka (benchmarks/otel.py); without it they are
+    reported as unsupported, naming the install."""
+    from benchmarks.otel import CONTRIB_DIR
+
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--profile",
+            "smoke",
+            "--scenarios",
+            "otel",
+            "--clients",
+            "ours,aiokafka",
+            "--bootstrap-servers",
+            kafka_cluster.bootstrap_servers,
+            "--output",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads((out / "results.json").read_text())
+    cases = {case["case"]: case for case in data["cases"]}
+    modes = ["opentelemetry=False", "API, no SDK", "SDK"]
+    assert sorted(cases) == sorted(f"{op}, {m}" for op in ("enqueue()", "batches()") for m in modes)
+    for case in cases.values():
+        assert not case["errors"], (case["case"], case["errors"])
+        ours = case["runs"]["ours"][0]
+        assert ours["hooked"] is (case["spec"]["otel"] == "sdk"), case["case"]
+        assert ("spans" in ours) is (case["spec"]["otel"] == "sdk"), case["case"]
+    produced = cases["enqueue(), SDK"]["runs"]["ours"][0]
+    # a span per record sent, warm-up included (more than the span queue's 2,048 could
+    # hold at once: not one per batch), unless the batch processor's queue overflowed
+    assert 2048 < produced["spans"] <= 3000 + 100, produced
+    assert produced["metric_points"] > 0, produced
+    assert (
+        cases["enqueue(), opentelemetry=False"]["configs"]["ours"]["producer"]["opentelemetry"]
+        is False
+    )
+    read = cases["batches(), SDK"]["runs"]["ours"][0]
+    assert 1 <= read["spans"] < read["records"], read  # receive spans: one per chunk
+    assert cases["enqueue(), opentelemetry=False"]["runs"]["aiokafka"]
+    contrib = cases["enqueue(), SDK"]
+    if "aiokafka" in contrib["unsupported"]:
+        assert not (CONTRIB_DIR / "opentelemetry" / "instrumentation" / "aiokafka").exists()
+        assert "pip install --no-deps" in contrib["unsupported"]["aiokafka"]
+    else:
+        assert contrib["runs"]["aiokafka"][0]["spans"] >= 3000, contrib["runs"]["aiokafka"]
+    markdown = (out / "results.md").read_text()
+    assert "| operation | no SDK / off | SDK / off |" in markdown
+    assert "µs per record, SDK" in markdown and "| enqueue() |" in markdown

@@ -74,6 +74,10 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
     }.get(scenario, "")
     if scenario == "rebalance":
         out["consumer"] = rebalance_options(spec) | {"(other settings)": "defaults"}
+    if spec.get("otel"):
+        from benchmarks.otel import describe as otel_describe
+
+        out["opentelemetry"] = otel_describe("aiokafka", spec["otel"])
     return out
 
 
@@ -95,6 +99,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return drive("aiokafka", spec)
     if handler is None:
         raise Unsupported(spec["scenario"])
+    if spec.get("otel"):  # the otel scenario: one mode set up in this process first
+        from benchmarks.otel import run_mode
+
+        return run_mode("aiokafka", spec, lambda: asyncio.run(handler(spec)))
     return asyncio.run(handler(spec))
 
 

@@ -34,12 +34,17 @@ def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
     }
     codec = spec.get("codec", "none")
     options["compression_type"] = None if codec == "none" else codec
+    if spec.get("otel") == "off":
+        options["opentelemetry"] = False
     return options
 
 
 def consumer_options(spec: dict[str, Any]) -> dict[str, Any]:
     base = settings.consumer_settings(spec["scenario"])
-    return {"group_id": None, **base}
+    options: dict[str, Any] = {"group_id": None, **base}
+    if spec.get("otel") == "off":
+        options["opentelemetry"] = False
+    return options
 
 
 def describe(spec: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +92,10 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
     import aiostream_kafka.protocol.records  # noqa: F401 -- loads the record decoder too
     from aiostream_kafka import _native
 
+    if spec.get("otel"):
+        from benchmarks.otel import describe as otel_describe
+
+        out["opentelemetry"] = otel_describe("ours", spec["otel"])
     compiled = _native.compiled_modules()
     out["build"] = f"compiled: {', '.join(compiled)}" if compiled else "pure Python"
     return out
@@ -121,6 +130,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
         return share.drive("ours", spec)
     if handler is None:
         raise Unsupported(spec["scenario"])
+    if spec.get("otel"):  # the otel scenario: one mode set up in this process first
+        from benchmarks.otel import run_mode
+
+        return run_mode("ours", spec, lambda: asyncio.run(handler(spec)))
     return asyncio.run(handler(spec))
 
 

@@ -18,10 +18,11 @@ FAMILIES = [
     "rebalance",
     "share",
     "process",
+    "otel",
 ]
 QUICK_SKIPS = {"codec"}  # micro-benchmarks without a broker: run them on their own
 #: Run only when named in ``--scenarios`` (minutes per round, several processes per run).
-OPT_IN = {"rebalance", "share", "process"}
+OPT_IN = {"rebalance", "share", "process", "otel"}
 
 
 def family(name: str) -> ModuleType:
