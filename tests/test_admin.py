@@ -268,6 +268,60 @@ async def test_consumer_groups_offsets_lag_describe_and_delete(
         await admin.delete_consumer_groups([group])
 
 
+async def test_alter_consumer_group_offsets_from_outside_the_group(
+    admin: Admin, kafka_cluster: KafkaCluster, new_topic: NewTopicFactory
+) -> None:
+    """A commit from outside the group creates it (empty, with the offsets: what lag tools
+    read, confluent-kafka's Admin too) and is refused while the group has a member."""
+    from aiokafka import AIOKafkaConsumer
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition as CkTP
+    from confluent_kafka.admin import AdminClient
+
+    from aiostream_kafka.admin import OffsetAndMetadata
+
+    bs = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2, config=KEEP_OLD_RECORDS)
+    await _produce(bs, topic, 5, partition=0)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    group = _name("outside")
+    await admin.alter_consumer_group_offsets(group, {tp0: 3, tp1: OffsetAndMetadata(0, "m")})
+    offsets = await admin.list_consumer_group_offsets(group)
+    assert {tp: om.offset for tp, om in offsets.items()} == {tp0: 3, tp1: 0}
+    assert offsets[tp1].metadata == "m"
+    assert await admin.consumer_group_lag(group) == {tp0: 2, tp1: 0}
+    assert (await admin.describe_consumer_groups([group]))[group].state == "Empty"
+
+    peer = AdminClient({"bootstrap.servers": bs})
+    request = ConsumerGroupTopicPartitions(group, [CkTP(topic, 0), CkTP(topic, 1)])
+    answer = peer.list_consumer_group_offsets([request])[group].result(timeout=20)
+    assert sorted((tp.partition, tp.offset) for tp in answer.topic_partitions) == [(0, 3), (1, 0)]
+
+    with pytest.raises(ValueError, match="negative"):
+        await admin.alter_consumer_group_offsets(group, {tp0: -1})
+    with pytest.raises(TypeError, match="mapping"):
+        await admin.alter_consumer_group_offsets(group, [tp0])  # type: ignore[arg-type]
+
+    consumer = AIOKafkaConsumer(
+        topic, bootstrap_servers=bs, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        await eventually(
+            lambda: admin.describe_consumer_groups([group]),
+            lambda d: d[group].state == "Stable",
+        )
+        started = time.monotonic()
+        with pytest.raises((ec.UnknownMemberIdError, ec.IllegalGenerationError)) as caught:
+            await admin.alter_consumer_group_offsets(group, {tp0: 5})
+        assert "active members" in str(caught.value)
+        assert time.monotonic() - started < 10  # refused at once, not retried
+    finally:
+        await consumer.stop()
+    assert (await admin.list_consumer_group_offsets(group))[tp0].offset == 3
+    await admin.delete_consumer_groups([group])
+
+
 async def test_an_unknown_group(admin: Admin) -> None:
     group = _name("nobody")
     with pytest.raises(ec.GroupIdNotFoundError, match=group):

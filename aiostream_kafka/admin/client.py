@@ -326,6 +326,27 @@ class Admin(AdminConstructor):
         """
         return await self._calls.list_consumer_group_offsets(group_id, partitions)
 
+    async def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> None:
+        """Commit ``offsets`` (the next offset to consume, per partition; an
+        ``OffsetAndMetadata`` to attach a metadata string) to ``group_id`` from outside the
+        group: an OffsetCommit with no member id and generation -1, as Java's
+        ``Admin.alterConsumerGroupOffsets``. The coordinator takes it only while the group
+        has no active members; a group that does not exist is created (empty, holding the
+        offsets), so lag tools see it. Returns None once every partition is committed.
+
+        Raises:
+            UnknownMemberIdError: the group has active members (nothing is committed; the
+                error is not retried). ``IllegalGenerationError`` likewise on some brokers.
+            UnknownTopicOrPartitionError: a topic does not exist (brokers that name topics
+                by id), or a partition does not.
+            ValueError: a negative offset.
+            TypeError: ``offsets`` is not a mapping of ``TopicPartition``.
+            KafkaTimeoutError: retriable errors persisted past ``default_api_timeout_ms``.
+        """
+        return await self._calls.alter_consumer_group_offsets(group_id, offsets)
+
     async def consumer_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
         """Return, for each partition ``group_id`` committed, how many records lie between
         its committed offset and the end of the partition (the high watermark), for a

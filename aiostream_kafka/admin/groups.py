@@ -6,7 +6,7 @@ coordinator."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from aiostream_kafka import _args
 from aiostream_kafka.admin.offsets import OffsetCalls
@@ -39,6 +39,10 @@ from aiostream_kafka.protocol.messages.describe_groups import (
     DescribeGroupsResponse,
 )
 from aiostream_kafka.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
+from aiostream_kafka.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+)
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from aiostream_kafka.requests.offsets import (
     committed_offsets,
@@ -310,6 +314,80 @@ class GroupCalls(OffsetCalls):
 
         return await self.with_retries(f"offsets of group {group_id!r}", attempt)
 
+    async def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> None:
+        """Does :meth:`Admin.alter_consumer_group_offsets` (documented there)."""
+        if not isinstance(offsets, Mapping) or not all(
+            isinstance(tp, TopicPartition) for tp in offsets
+        ):
+            raise TypeError(
+                "alter_consumer_group_offsets() takes a mapping of TopicPartition to offset: "
+                "write alter_consumer_group_offsets(group_id, {TopicPartition(topic, p): offset})"
+            )
+        wanted: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(value)
+            if om.offset < 0:
+                raise ValueError(f"cannot commit a negative offset for {tp}: {om.offset}")
+            wanted[tp] = om
+        if not wanted:
+            return
+        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
+        for tp, om in sorted(wanted.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
+
+        async def attempt() -> None:
+            node = await self.find_coordinator(group_id)
+            conn = await self.cluster.connection(node)
+            version = conn.version_for(OffsetCommitRequest)
+            snapshot = self.cluster.snapshot
+            if version >= 10:  # topics by id (KIP-848's OffsetCommit v10)
+                snapshot = await self.cluster.ensure_fresh(set(by_topic))
+            topics = []
+            for topic, parts in by_topic.items():
+                meta = snapshot.topics.get(topic)
+                if version >= 10 and meta is None:
+                    raise ec.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+                kwargs: dict[str, object] = (
+                    {"name": topic} if version < 10 else {"topic_id": meta.topic_id}  # type: ignore[union-attr]
+                )
+                topics.append(
+                    OffsetCommitRequest.OffsetCommitRequestTopic(
+                        partitions=[
+                            OffsetCommitRequest.OffsetCommitRequestPartition(
+                                partition_index=p,
+                                committed_offset=om.offset,
+                                committed_leader_epoch=-1
+                                if om.leader_epoch is None
+                                else om.leader_epoch,
+                                committed_metadata=om.metadata,
+                            )
+                            for p, om in parts
+                        ],
+                        **kwargs,  # type: ignore[arg-type]
+                    )
+                )
+            # Generation -1 and no member id: a commit from outside the group, which the
+            # coordinator takes only while the group has no members.
+            request = OffsetCommitRequest(
+                group_id=group_id, generation_id_or_member_epoch=-1, member_id="", topics=topics
+            )
+            response = await conn.request(request, version=version)
+            assert isinstance(response, OffsetCommitResponse)
+            errors: dict[str, KafkaError] = {}
+            for answered in response.topics:
+                name = getattr(answered, "name", None) or snapshot.topic_name(answered.topic_id)
+                for p in answered.partitions:
+                    if p.error_code:
+                        where = f"{name or '?'}[{p.partition_index}]"
+                        errors[where] = _commit_error(p.error_code, group_id, where)
+            self.raise_first(errors)
+
+        await self.with_retries(
+            f"commit offsets of group {group_id!r}", attempt, topics=list(by_topic)
+        )
+
     async def consumer_group_lag(self, group_id: str) -> dict[TopicPartition, int]:
         """Does :meth:`Admin.consumer_group_lag` (documented there)."""
         committed = await self.list_consumer_group_offsets(group_id)
@@ -317,6 +395,21 @@ class GroupCalls(OffsetCalls):
             return {}
         ends = await self.list_offsets({tp: OffsetSpec.latest() for tp in committed})
         return {tp: max(0, ends[tp].offset - om.offset) for tp, om in sorted(committed.items())}
+
+
+def _commit_error(code: int, group_id: str, where: str) -> KafkaError:
+    """The error of a commit from outside the group that the coordinator refused."""
+    context = f"group {group_id!r}: commit of {where}"
+    if code in (ec.UnknownMemberIdError.error_code, ec.IllegalGenerationError.error_code):
+        error = broker_error(
+            code,
+            context,
+            "the group has active members; offsets can be altered from outside a group only "
+            "while it has none",
+        )
+        error.retriable = False
+        return error
+    return broker_error(code, context)
 
 
 def _group_types(types: Collection[str] | None) -> frozenset[str]:

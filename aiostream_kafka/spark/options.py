@@ -14,6 +14,7 @@ client is created (an ``ssl.SSLContext`` does not pickle).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -33,6 +34,7 @@ __all__ = [
     "OffsetBound",
     "SinkOptions",
     "SourceOptions",
+    "group_for",
     "parse_duration_ms",
     "parse_sink_options",
     "parse_source_options",
@@ -403,7 +405,37 @@ _SOURCE_OPTIONS = {
     "fetchoffset.retryintervalms",
     "groupidprefix",
     "maxrecordsperpartition",
+    "commitoffsetstogroup",
 }
+
+#: The built-in source's default ``groupIdPrefix``.
+DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
+
+
+def group_for(
+    group_id: str | None,
+    prefix: str,
+    subscribe: tuple[str, ...] | None,
+    pattern: str | None,
+    assign: tuple[TopicPartition, ...] | None,
+) -> str:
+    """The consumer group ``commitOffsetsToGroup`` commits to: ``kafka.group.id`` when set,
+    else ``<groupIdPrefix>-<digest>``, the digest being the first 16 hex digits of the
+    SHA-256 of the read's subscription as UTF-8 text: ``subscribe=<topics, sorted,
+    comma-separated>``, ``subscribePattern=<pattern>`` or ``assign=<topic>:<partition>,...``
+    (sorted). The same query gets the same group across restarts. (Spark does not tell a
+    Python source its query id or checkpoint on the driver, so the name cannot come from
+    them: two queries with the same subscription and prefix share a group; give them
+    ``kafka.group.id`` or a ``groupIdPrefix`` each.)"""
+    if group_id:
+        return group_id
+    if subscribe is not None:
+        what = "subscribe=" + ",".join(sorted(subscribe))
+    elif pattern is not None:
+        what = f"subscribePattern={pattern}"
+    else:
+        what = "assign=" + ",".join(f"{tp.topic}:{tp.partition}" for tp in sorted(assign or ()))
+    return f"{prefix}-{hashlib.sha256(what.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -425,11 +457,20 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    #: ``commitOffsetsToGroup``: the consumer group each finished micro-batch's end
+    #: offsets are committed to (see :func:`group_for`), or None (the default: none).
+    commit_group: str | None = None
 
     def check_batch(self) -> None:
         """Raise :class:`ConfigError` for options a batch read cannot use (as the built-in
-        source does): latest as a start, earliest as an end."""
+        source does): latest as a start, earliest as an end; ``commitOffsetsToGroup``
+        (streams only)."""
         start, end = self.starting, self.ending
+        if self.commit_group is not None:
+            raise ConfigError(
+                "option 'commitOffsetsToGroup' is for streaming reads (it commits each "
+                "finished micro-batch); a batch read commits nothing: remove it"
+            )
         if start is not None and start.kind == "latest":
             raise ConfigError(
                 "startingOffsets='latest' is not valid for batch queries: a batch read would "
@@ -667,6 +708,13 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     poll_timeout = _positive(
         "kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms", "120000")
     )
+    commit_group = None
+    if _parse_bool("commitOffsetsToGroup", opts.get("commitoffsetstogroup", "false")):
+        prefix = opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX).strip()
+        if not prefix:
+            raise ConfigError("option 'groupIdPrefix' is empty: give a prefix or leave it out")
+        group_id = opts.get("kafka.group.id", "").strip() or None
+        commit_group = group_for(group_id, prefix, subscribe, pattern, assign)
     return SourceOptions(
         kafka=kafka,
         subscribe=subscribe,
@@ -683,6 +731,7 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=_parse_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         include_headers=_parse_bool("includeHeaders", opts.get("includeheaders", "false")),
         poll_timeout_ms=poll_timeout,
+        commit_group=commit_group,
     )
 
 

@@ -14,6 +14,18 @@ Partition changes, as the built-in source handles them:
   the new partition is read from its earliest offset.
 
 Data loss fails the query (``failOnDataLoss=true``, the default) or is logged and skipped.
+
+``commitOffsetsToGroup``: the end offsets of each micro-batch Spark has committed are
+committed to a consumer group (:attr:`~.options.SourceOptions.commit_group`) from outside
+it (``Admin.alter_consumer_group_offsets``), so that Kafka's lag tools see the query's
+progress. Spark says a batch is committed in two ways, and both are used: ``commit(end)``
+(which Spark calls only when it plans the *next* batch: an idle stream would never report
+its last batch) and ``latestOffset(start)``, whose ``start`` is the end of the last batch
+Spark committed to the checkpoint's commit log (Spark plans a batch only after the one
+before it is committed; the ``start`` of a new query's first call is its initial offset,
+which is not committed). The group's offsets are never read back: the checkpoint is the
+source of truth. A failed commit is logged (WARNING) and the next call commits the newest
+end again; it never fails the query.
 """
 
 from __future__ import annotations
@@ -99,6 +111,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # None: never, so the first trigger of a query runs at once, as in the JVM source.
         self._last_trigger: float | None = None
         self._latest: Offsets = {}  # the latest offsets the last latestOffset() saw
+        # commitOffsetsToGroup: what the group holds (as far as this reader knows), and
+        # the initial offsets of a new query (not a committed batch's end).
+        self._group_committed: Offsets | None = None
+        self._initial: list[Offsets] = []
         # The driver-side calls' Admin (opened on the first call, never in executors).
         self._admin = AdminSession(opts)
         weakref.finalize(self, self._admin.close)
@@ -121,6 +137,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         offsets = self._admin.run(resolve)
         log.info("initial offsets %s", to_json(offsets))
+        self._initial.append(offsets)
         return to_json(offsets)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -160,6 +177,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         opts = self.opts
         begin = from_json(start)
+        if start is not None and begin not in self._initial:
+            self._commit_to_group(begin)  # the end of the batch Spark committed last
         target = self._available_now
 
         async def plan(admin: Admin) -> tuple[Offsets, Offsets]:
@@ -299,7 +318,38 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return list(KafkaInputPartition.from_ranges(ranges))
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: progress lives in Spark's checkpoint, not in Kafka."""
+        """Spark committed the micro-batch that ended at ``end``: with
+        ``commitOffsetsToGroup``, commit ``end`` to the group (see the module doc). Returns
+        None; raises nothing (a failed commit is logged and tried again later). Without
+        the option nothing is done: progress lives in Spark's checkpoint."""
+        self._commit_to_group(from_json(end))
+
+    def _commit_to_group(self, end: Offsets) -> None:
+        """Commit ``end`` to the ``commitOffsetsToGroup`` group unless it holds it already
+        (as far as this reader knows); log a failure as a WARNING and return."""
+        group = self.opts.commit_group
+        if group is None or not end or end == self._group_committed:
+            return
+
+        def alter(admin: Admin) -> Any:
+            return admin.alter_consumer_group_offsets(group, end)
+
+        try:
+            self._admin.run(alter)
+        except Exception as exc:  # never fails the query; the next batch tries again
+            log.warning(
+                "commitOffsetsToGroup: could not commit %s to consumer group %r (%s: %s); "
+                "the next micro-batch commits again (the query goes on: its progress is in "
+                "the checkpoint)",
+                to_json(end),
+                group,
+                type(exc).__name__,
+                exc,
+            )
+            return
+        if self._group_committed is None:
+            log.info("commitOffsetsToGroup: committing to consumer group %r", group)
+        self._group_committed = dict(end)
 
     def stop(self) -> None:
         """Close the driver-side Admin (Spark was not seen to call this: the Admin is also

@@ -5,33 +5,18 @@ environment variable CI is set."""
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-
-def _missing() -> str | None:
-    try:
-        import pyarrow  # type: ignore[import-untyped]  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as exc:
-        return f"the spark extra is not installed ({exc}); pip install -e '.[spark]'"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime (java on PATH or JAVA_HOME) for Spark"
-    return None
+from _servers import require_spark
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A local SparkSession (2 cores) with ``aiostream_kafka`` registered."""
-    reason = _missing()
-    if reason is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"Spark tests cannot run under CI: {reason}")
-        pytest.skip(reason)
+    require_spark()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession

@@ -3,13 +3,18 @@ planning, the per-trigger limit."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import itertools
 import json
+import logging
+import uuid
 from typing import Any
 
 import pytest
 
 from aiostream_kafka.errors import ConfigError
+from aiostream_kafka.protocol import error_codes as ec
 from aiostream_kafka.spark.offsets import (
     OffsetRange,
     from_json,
@@ -375,3 +380,98 @@ def test_available_now_ignores_the_minimum_and_reports_the_latest() -> None:
     assert reader.reportLatestOffset() is None  # nothing looked up yet
     reader._latest = target
     assert reader.reportLatestOffset() == {"t": {"0": 50}}
+
+
+def test_commit_offsets_to_group_names_the_group() -> None:
+    def group(**options: str) -> str | None:
+        opts = {k.lower(): v for k, v in {**BS, "commitOffsetsToGroup": "true", **options}.items()}
+        return parse_source_options(opts).commit_group
+
+    assert parse_source_options({**BS, "subscribe": "t"}).commit_group is None
+    assert group(subscribe="t", **{"kafka.group.id": "etl"}) == "etl"
+    # <groupIdPrefix>-<16 hex of sha256 of the subscription>, the same for every restart
+    digest = hashlib.sha256(b"subscribe=a,b").hexdigest()[:16]
+    assert group(subscribe="b,a") == f"spark-kafka-source-{digest}"
+    assert group(subscribe="a, b", groupIdPrefix="etl") == f"etl-{digest}"
+    pattern = hashlib.sha256(b"subscribePattern=t.*").hexdigest()[:16]
+    assert group(subscribePattern="t.*") == f"spark-kafka-source-{pattern}"
+    assign = hashlib.sha256(b"assign=a:0,a:1,b:2").hexdigest()[:16]
+    assert group(assign='{"b": [2], "a": [1, 0]}') == f"spark-kafka-source-{assign}"
+    for bad in ("yes", ""):
+        with pytest.raises(ConfigError, match="'commitOffsetsToGroup' must be 'true' or"):
+            group(subscribe="t", commitOffsetsToGroup=bad)
+    with pytest.raises(ConfigError, match="'groupIdPrefix' is empty"):
+        group(subscribe="t", groupIdPrefix=" ")
+    with pytest.raises(ConfigError, match="is for streaming reads"):
+        parse_source_options({**BS, "subscribe": "t", "commitoffsetstogroup": "true"}).check_batch()
+
+
+class _Session:
+    """A stand-in for the reader's AdminSession: canned look-ups, recorded commits."""
+
+    def __init__(self, latest: dict[TP, int]) -> None:
+        self.latest = latest
+        self.commits: list[tuple[str, dict[TP, int]]] = []
+        self.fail: Exception | None = None
+
+    def run(self, fn: Any) -> Any:
+        session = self
+
+        class Admin:
+            async def alter_consumer_group_offsets(self, group: str, offsets: Any) -> None:
+                if session.fail is not None:
+                    raise session.fail
+                session.commits.append((group, dict(offsets)))
+
+            async def list_topics(self, include_internal: bool = False) -> Any:
+                from aiostream_kafka.admin.types import PartitionInfo, TopicDescription
+
+                infos = [PartitionInfo(tp.partition, 1, 0, (1,), (1,)) for tp in session.latest]
+                return {"t": TopicDescription("t", uuid.uuid4(), False, infos)}
+
+            async def list_offsets(self, specs: Any, isolation_level: str = "") -> Any:
+                from aiostream_kafka.admin.types import OffsetAndTimestamp
+
+                return {tp: OffsetAndTimestamp(session.latest[tp], -1, None) for tp in specs}
+
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(fn(Admin()))
+        finally:
+            loop.close()
+
+    def close(self) -> None:
+        pass
+
+
+def test_commit_offsets_to_group_after_spark_commits(caplog: pytest.LogCaptureFixture) -> None:
+    reader = _stream_reader(commitOffsetsToGroup="true", **{"kafka.group.id": "g"})
+    session = _Session({TP("t", 0): 5, TP("t", 1): 7})
+    reader._admin = session
+    initial = reader.initialOffset()  # latest: {0: 5, 1: 7}
+    session.latest = {TP("t", 0): 6, TP("t", 1): 7}
+    # a new query's first call: its start is the initial offset, which no batch committed
+    end = reader.latestOffset(initial, None)
+    assert end == {"t": {"0": 6, "1": 7}}
+    assert session.commits == []
+    session.latest = {TP("t", 0): 9, TP("t", 1): 7}
+    # the next call's start is the end of the batch Spark committed: committed now
+    assert reader.latestOffset(end, None) == {"t": {"0": 9, "1": 7}}
+    assert session.commits == [("g", {TP("t", 0): 6, TP("t", 1): 7})]
+    reader.commit(end)  # Spark's own word for the same batch: nothing new to commit
+    assert len(session.commits) == 1
+    # a failed commit is a warning, not an error, and the next call commits again
+    session.fail = ec.CoordinatorNotAvailableError("no coordinator")
+    with caplog.at_level(logging.WARNING, logger="aiostream_kafka.spark.stream_reader"):
+        reader.commit({"t": {"0": 9, "1": 7}})
+    assert "could not commit" in caplog.text and "CoordinatorNotAvailableError" in caplog.text
+    assert "'g'" in caplog.text
+    session.fail = None
+    reader.latestOffset({"t": {"0": 9, "1": 7}}, None)
+    assert session.commits[-1] == ("g", {TP("t", 0): 9, TP("t", 1): 7})
+    # without the option: nothing
+    plain = _stream_reader()
+    plain._admin = other = _Session({TP("t", 0): 1})
+    plain.commit({"t": {"0": 1}})
+    plain.latestOffset({"t": {"0": 1}}, None)
+    assert other.commits == []
