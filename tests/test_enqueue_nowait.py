@@ -164,3 +164,29 @@ async def test_a_callback_that_raises_is_logged_and_the_producer_goes_on(
         md = await producer.send(topic, b"b")
     assert md.offset == 1
     assert any("on_delivery callback raised" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_pipeline_past_the_held_bound_waits_and_loses_nothing(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """Records for a topic the producer has no metadata of yet fill the held share of
+    buffer_memory: BufferFullError, and wait_for_buffer() waits (yielding to the loop, so
+    the held records go out) instead of returning at once into a busy loop. Found by
+    ``make demo``: it spun at 100 % CPU."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic(partitions=2)
+    count, refused = 20_000, 0
+    async with Producer(bootstrap_servers=bootstrap, buffer_memory=256 * 1024) as producer:
+        async with asyncio.timeout(60):
+            for i in range(count):
+                while True:
+                    try:
+                        producer.enqueue_nowait(topic, b"%d" % i, key=b"k%d" % (i % 50))
+                        break
+                    except BufferFullError:
+                        refused += 1
+                        await producer.wait_for_buffer()
+            await producer.flush()
+    assert refused > 0  # the bound was reached
+    got = await _read(bootstrap, topic, 2, count)
+    assert sorted(int(v) for _, v in got) == list(range(count))

@@ -140,6 +140,8 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         self._unwatched = Unwatched()
         self._held: dict[str, collections.deque[Any]] = {}
         self._held_bytes = 0
+        self._held_limit = config.buffer_memory // 4
+        self._held_space = asyncio.Event()  # set when the held records are down to half
         self._held_tasks: set[asyncio.Task[None]] = set()
         self._idempotence = IdempotenceState() if config.idempotent else None
         self._txn: TransactionManager | None = None
@@ -728,7 +730,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         per topic appends the held records in order then); bounded by a quarter of
         ``buffer_memory``."""
         size = record_size_upper_bound(key, value, headers)
-        if self._held_bytes + size > self.config.buffer_memory // 4:
+        if self._held_bytes + size > self._held_limit:
             raise BufferFullError(
                 f"{sum(len(h) for h in self._held.values())} record(s) already wait for the "
                 f"metadata of their topic ({', '.join(sorted(self._held))}): await "
@@ -763,17 +765,20 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                     while not self._append_now(
                         acc, meta, value, key, headers, partition, timestamp_ms, sink
                     ):
-                        await self.wait_for_buffer()
+                        await self._wait_for_memory(self._max_block_s)
                 except Exception as exc:
                     sink.set_exception(exc)
                 held.popleft()
                 self._held_bytes -= size
+                if self._held_bytes <= self._held_limit // 2:
+                    self._held_space.set()
         except BaseException as exc:  # cancelled (the producer closes): fail what is left
             error = exc
             raise
         finally:
             self._held.pop(topic, None)
             self._held_tasks.discard(asyncio.current_task())
+            self._held_space.set()
             if held:
                 closed = ProducerClosedError(
                     f"the producer closed while this record waited for topic {topic!r}"
@@ -785,9 +790,11 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 held.clear()
 
     async def wait_for_buffer(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
-        """Wait until ``buffer_memory`` has room for a new batch (what
-        :meth:`enqueue_nowait` needs after :class:`~aiostream_kafka.errors.BufferFullError`),
-        with no future per record.
+        """Wait until :meth:`enqueue_nowait` may take a record again after
+        :class:`~aiostream_kafka.errors.BufferFullError`: ``buffer_memory`` has room for a
+        new batch, and the records held for their topic's metadata are down to half their
+        bound. No future per record; the event loop runs at least once (the sender frees
+        memory meanwhile).
 
         Raises:
             KafkaTimeoutError: no room within ``timeout`` seconds (default ``max_block_ms``).
@@ -796,8 +803,31 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         if self._state != "running" or self._accumulator is None:
             raise self._not_running()
         limit_s = self._max_block_s if timeout is None else timeout
-        size = min(self.config.batch_size, self._pool.total)
+        deadline = time.monotonic() + limit_s
         self._accumulator.wakeup.set()
+        await asyncio.sleep(0)
+        while self._held_bytes > self._held_limit // 2 and self._held_tasks:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaTimeoutError(
+                    f"records waiting for their topic's metadata still fill their share of "
+                    f"buffer_memory after {limit_s} s"
+                )
+            self._held_space.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self._held_space.wait()
+        await self._wait_for_memory(max(deadline - time.monotonic(), 0.0))
+
+    async def _wait_for_memory(self, limit_s: float) -> None:
+        """Wait up to ``limit_s`` until ``buffer_memory`` has room for a new batch.
+
+        Raises:
+            KafkaTimeoutError: it had none in time.
+        """
+        size = min(self.config.batch_size, self._pool.total)
+        if self._accumulator is not None:
+            self._accumulator.wakeup.set()
         await self._pool.reserve(size, limit_s)
         self._pool.release(size)
 
