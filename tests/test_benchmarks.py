@@ -133,9 +133,16 @@ def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> No
 def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
     """The opt-in process scenario (issue 30) at the smoke profile: the sequential loops of
     ours and aiokafka and ours' process() at concurrency 64 on a keyed 12-partition topic,
-    the asyncio floor beside it (a queue and 64 worker tasks, no broker), then the SIGKILL
-    case (a member killed at half, a second one resumes): every run finishes, process()
-    runs handlers side by side, the floor keeps all 64 busy, and no record is lost."""
+    the asyncio floor beside it (a queue and 64 worker tasks, no broker), pyrallel-consumer
+    at concurrency 64 in its Python 3.12 side venv (created on first use; where this
+    machine has no Python 3.12 it must be reported as not run for that reason, and the
+    rest of the test still holds), then the SIGKILL case (a member killed at half, a
+    second one resumes): every run finishes, process() runs handlers side by side, the
+    floor keeps all 64 busy, pyrallel handles every record once, in key order, at most 64
+    at once, and no record is lost."""
+    from benchmarks import side_venv
+
+    has_312 = side_venv.find_python("3.12") is not None
     out = tmp_path / "results"
     proc = subprocess.run(
         [
@@ -147,7 +154,7 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
             "--scenarios",
             "process",
             "--clients",
-            "ours,aiokafka",
+            "ours,aiokafka,pyrallel",
             "--bootstrap-servers",
             kafka_cluster.bootstrap_servers,
             "--output",
@@ -157,7 +164,7 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=420,  # a first run installs pyrallel-consumer's side venv
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -188,6 +195,21 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
     assert floor["records"] == 1500 and floor["peak_running"] == 64, floor
     assert abs(floor["handler_mean_ms"] - 10.0) < 1e-6, floor
     assert floor["seconds"] < 7.5, floor
+    pyrallel_case = cases["10 ms, process() x64"]
+    if has_312:
+        assert "pyrallel" not in pyrallel_case["unsupported"], pyrallel_case["unsupported"]
+        assert pyrallel_case["configs"]["pyrallel"]["build"].startswith("Python 3.12")
+        theirs = pyrallel_case["runs"]["pyrallel"][0]
+        assert theirs["records"] == 1500 and 1 < theirs["peak_running"] <= 64, theirs
+        assert abs(theirs["handler_mean_ms"] - 10.0) < 1e-6, theirs
+        assert theirs["duplicates"] == 0 and theirs["key_overlaps"] == 0, theirs
+        assert theirs["key_out_of_order"] == 0, theirs
+    else:
+        reason = pyrallel_case["unsupported"]["pyrallel"]
+        assert reason.startswith("not run: no Python 3.12"), reason
+        assert "pyrallel" not in pyrallel_case["runs"]
+    for name in ("10 ms, sequential", "10 ms, asyncio floor x64"):
+        assert "pyrallel" not in cases[name]["runs"], name
     kill = cases["SIGKILL at half, process() x64"]["runs"]["ours"][0]
     assert kill["records"] == 2000
     assert kill["lost"] == 0 and kill["committed_not_done"] == 0, kill
@@ -197,3 +219,6 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
     assert "ours / aiokafka" in markdown
     assert "Share of the ideal rate" in markdown and "running at the kill" in markdown
     assert "| asyncio floor |" in markdown and "ours, % of the floor" in markdown
+    assert "ours / pyrallel" in markdown
+    if has_312:
+        assert "pyrallel-consumer's runs" in markdown
