@@ -24,6 +24,7 @@ CLIENT_LABELS = {
     "aiokafka": "aiokafka",
     "confluent": "confluent-kafka",
     "java": "Java",
+    "pyrallel": "pyrallel-consumer",
 }
 COLORS = {
     "ours": "#d62728",
@@ -31,6 +32,7 @@ COLORS = {
     "aiokafka": "#1f77b4",
     "confluent": "#2ca02c",
     "java": "#ff7f0e",
+    "pyrallel": "#8c564b",
 }
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks import settings
+from benchmarks import settings, side_venv
 from benchmarks.worker import MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,13 +149,38 @@ def log(message: str) -> None:
     sys.stderr.flush()
 
 
+#: The interpreter of each side-venv client once found (or why it cannot run).
+_SIDE: dict[str, str | side_venv.NotRun] = {}
+
+
+async def worker_python(client: str) -> str:
+    """The interpreter that runs ``client``'s worker: this one, or for a client of another
+    Python (``side_venv.SIDE_CLIENTS``) its side venv's, created on first use (in a thread:
+    it may take minutes). Raises ``side_venv.NotRun`` when that client cannot run here."""
+    if client not in side_venv.SIDE_CLIENTS:
+        return sys.executable
+    if client not in _SIDE:
+        try:
+            _SIDE[client] = await asyncio.to_thread(side_venv.interpreter, client)
+        except side_venv.NotRun as exc:
+            _SIDE[client] = exc
+    found = _SIDE[client]
+    if isinstance(found, side_venv.NotRun):
+        raise found
+    return found
+
+
 async def run_worker(client: str, spec: dict[str, Any]) -> dict[str, Any]:
+    try:
+        python = await worker_python(client)
+    except side_venv.NotRun as exc:
+        return {"client": client, "unsupported": str(exc)}
     env = dict(os.environ)
     env.pop("AIOSTREAM_KAFKA_PURE", None)
     if client == "ours_pure":
         env["AIOSTREAM_KAFKA_PURE"] = "1"  # the same source, its compiled modules off
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
+        python,
         "-m",
         "benchmarks.worker",
         client,

@@ -14,7 +14,11 @@ from typing import Any
 # ``ours_pure``: the same client with its compiled modules off (``AIOSTREAM_KAFKA_PURE=1``
 # in the worker), to report the compiled build beside the pure one.
 CLIENTS = ["ours", "ours_pure", "aiokafka", "confluent", "java"]
-PEERS = ["ours_pure", "aiokafka", "confluent", "java"]
+PEERS = ["ours_pure", "aiokafka", "confluent", "java", "pyrallel"]
+#: Clients run only when named in ``--clients``, and only where a scenario has them:
+#: ``pyrallel`` (pyrallel-consumer, the process scenario) needs Python >= 3.12 and runs in
+#: a side venv of its own (``benchmarks/side_venv.py``).
+OPT_IN_CLIENTS = ["pyrallel"]
 
 # -- settings every client gets ----------------------------------------------------------
 

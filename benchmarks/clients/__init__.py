@@ -13,6 +13,7 @@ MODULES = {
     "aiokafka": "benchmarks.clients.aiokafka_client",
     "confluent": "benchmarks.clients.confluent",
     "java": "benchmarks.clients.java",
+    "pyrallel": "benchmarks.clients.pyrallel",  # its own Python 3.12 (benchmarks/side_venv.py)
 }
 
 

@@ -4,6 +4,7 @@ the clock and the SIGKILL driver are ``benchmarks/process.py``."""
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from benchmarks import settings
@@ -36,8 +37,12 @@ ABOUT = (
     "handler), writes each handler's start and end to a file (one unbuffered write each) "
     "and is SIGKILLed once half the records were handled; a second member of the group "
     "(both with `session_timeout_ms={session}`) then reads on from the group's commit "
-    "until every record was handled by one of the two. pyrallel-consumer is not measured: "
-    "every release requires Python >= 3.12 and this suite runs on 3.11 (see the notes below)."
+    "until every record was handled by one of the two. *pyrallel-consumer xC* (1.0.0, on "
+    "confluent-kafka; it requires Python >= 3.12, so its worker runs on a Python 3.12 of "
+    "its own, `benchmarks/side_venv.py`): `PyrallelConsumer(config, worker, topic)` with "
+    "its asyncio engine, `key_hash` ordering and `execution.max_in_flight=C` (its bound "
+    "on records in flight), a fresh group, its other settings its defaults; the worker "
+    "awaits the same handler, with the same clock."
 )
 
 THROUGHPUT_METRICS = [
@@ -95,7 +100,7 @@ async def cases(ctx: Context) -> list[Case]:
     out = []
     for handler in p.process_handlers:
         for concurrency in [1, *p.process_concurrency]:
-            clients = ["ours", "aiokafka"] if concurrency == 1 else ["ours"]
+            clients = ["ours", "aiokafka"] if concurrency == 1 else ["ours", "pyrallel"]
             out.append(
                 Case(
                     family=FAMILY,
@@ -197,10 +202,52 @@ def _table(rows: list[list[str]]) -> list[str]:
     ]
 
 
+def _pyrallel_table(runs: list[dict[str, Any]]) -> list[str]:
+    """What pyrallel-consumer's runs did, summed over the rounds: records whose handler
+    started twice, a key's record started while another of that key ran or out of offset
+    order, its commits per second within the clock (median), its process's CPU seconds
+    per 1,000 records within the clock (median) and the most handlers it ran at once."""
+    rows = [
+        [
+            "case",
+            "handled twice",
+            "key order broken",
+            "commits/s",
+            "CPU s / 1k records",
+            "peak running",
+        ]
+    ]
+    for case in runs:
+        found = case["runs"].get("pyrallel", [])
+        if not found or "duplicates" not in found[0]:
+            continue
+        cpu = [1000 * r["cpu_s_in_clock"] / r["records"] for r in found]
+        rows.append(
+            [
+                case["case"],
+                f"{sum(r['duplicates'] for r in found):,}",
+                f"{sum(r['key_overlaps'] + r['key_out_of_order'] for r in found):,}",
+                f"{statistics.median(r['commits_per_s'] for r in found):,.1f}",
+                f"{statistics.median(cpu):,.2f}",
+                f"{max(r['peak_running'] for r in found):,}",
+            ]
+        )
+    if len(rows) == 1:
+        return []
+    per_case = max(len(case["runs"].get("pyrallel", [])) for case in runs)
+    return [
+        f"pyrallel-consumer's runs ({per_case} per case; counts summed over them):",
+        "",
+        *_table(rows),
+        "",
+    ]
+
+
 def extra_table(cases: list[dict[str, Any]]) -> list[str]:
     """The throughput cases as three tables of one metric each (records/s beside the
     ideal and the asyncio floor; the share of the ideal, and ours as a share of the floor;
-    the rate over the sequential loops'), then the SIGKILL runs."""
+    ours over pyrallel-consumer and over the sequential loops), what pyrallel-consumer's
+    runs did (when it ran), then the SIGKILL runs."""
     throughput = [c for c in cases if c["scenario"] == "process"]
     runs = [c for c in throughput if not c["spec"].get("floor")]
     floors = {
@@ -211,9 +258,17 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
     kills = [c for c in cases if c["scenario"] == "process_kill"]
     lines: list[str] = []
     if runs:
-        rate = [["case", "ideal", "asyncio floor", "aiostream_kafka", "aiokafka"]]
-        share = [["case", "asyncio floor", "aiostream_kafka", "aiokafka", "ours, % of the floor"]]
-        speed = [["case", "ours / aiokafka sequential", "ours / ours sequential", "peak running"]]
+        rate = [["case", "ideal", "asyncio floor", "ours", "pyrallel", "aiokafka"]]
+        share = [["case", "asyncio floor", "ours", "pyrallel", "aiokafka", "ours, % of the floor"]]
+        speed = [
+            [
+                "case",
+                "ours / pyrallel",
+                "ours / aiokafka sequential",
+                "ours / ours sequential",
+                "peak running, ours",
+            ]
+        ]
         sequential: dict[str, dict[str, float]] = {}
         for case in runs:
             if case["spec"]["concurrency"] == 1:
@@ -224,16 +279,19 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
         for case in runs:
             s = case["summary"]
             ours, peer = s.get("ours", {}), s.get("aiokafka", {})
+            pyr = s.get("pyrallel", {})
             floor = floors.get((case["spec"]["handler"], case["spec"]["concurrency"]), {})
-            ideal = ours.get("ideal") or peer.get("ideal")
+            ideal = ours.get("ideal") or peer.get("ideal") or pyr.get("ideal")
             mine = ours.get("records_per_s", {}).get("median")
             bound = floor.get("records_per_s", {}).get("median")
+            theirs = pyr.get("records_per_s", {}).get("median")
             rate.append(
                 [
                     case["case"],
                     _fmt(ideal, "{:,.0f}", spread=False),
                     _fmt(floor.get("records_per_s"), "{:,.0f}"),
                     _fmt(ours.get("records_per_s"), "{:,.0f}"),
+                    _fmt(pyr.get("records_per_s"), "{:,.0f}"),
                     _fmt(peer.get("records_per_s"), "{:,.0f}"),
                 ]
             )
@@ -242,6 +300,7 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
                     case["case"],
                     _fmt(floor.get("of_ideal_pct"), "{:,.1f}"),
                     _fmt(ours.get("of_ideal_pct"), "{:,.1f}"),
+                    _fmt(pyr.get("of_ideal_pct"), "{:,.1f}"),
                     _fmt(peer.get("of_ideal_pct"), "{:,.1f}"),
                     f"{100 * mine / bound:,.1f}" if mine and bound else "n/a",
                 ]
@@ -250,12 +309,19 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
             speed.append(
                 [
                     case["case"],
+                    f"{mine / theirs:,.2f}x" if mine and theirs else "n/a",
                     f"{mine / base['aiokafka']:,.2f}x" if mine and base.get("aiokafka") else "n/a",
                     f"{mine / base['ours']:,.2f}x" if mine and base.get("ours") else "n/a",
                     _fmt(ours.get("peak_running"), "{:,.0f}", spread=False),
                 ]
             )
-        lines += ["Records/s (median, min-max over the rounds) ↑:", "", *_table(rate), ""]
+        lines += [
+            "Records/s (median, min-max over the rounds; *ours*: aiostream_kafka, *pyrallel*: "
+            "pyrallel-consumer) ↑:",
+            "",
+            *_table(rate),
+            "",
+        ]
         lines += [
             "Share of the ideal rate, % (median, min-max), and ours as a share of the asyncio "
             "floor (medians) ↑:",
@@ -264,12 +330,13 @@ def extra_table(cases: list[dict[str, Any]]) -> list[str]:
             "",
         ]
         lines += [
-            "Ours over the sequential loops with the same handler (medians) ↑, and the most "
-            "handlers ours ran at once:",
+            "Ours over pyrallel-consumer at the same concurrency and over the sequential "
+            "loops with the same handler (medians) ↑, and the most handlers ours ran at once:",
             "",
             *_table(speed),
             "",
         ]
+        lines += _pyrallel_table(runs)
     for case in kills:
         rows = [["run", "running at the kill", "done, not committed", "run again", "lost"]]
         for i, run in enumerate(case["runs"].get("ours", []), 1):
