@@ -758,7 +758,14 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             while held:
                 value, key, headers, partition, timestamp_ms, sink, size = held[0]
                 try:
-                    meta = await self._wait_for_topic(topic, partition)
+                    meta = self._cluster.snapshot.topics.get(topic)  # known: no request
+                    if (
+                        meta is None
+                        or meta.error_code
+                        or not meta.partitions
+                        or (partition is not None and partition not in meta.partitions)
+                    ):
+                        meta = await self._wait_for_topic(topic, partition)
                     acc = self._accumulator
                     if self._state not in ("running", "closing") or acc is None:
                         raise self._not_running()
