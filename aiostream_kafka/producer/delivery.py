@@ -9,7 +9,8 @@ one of these two, which answer the same three calls a batch makes of a future
   calls it (on the loop, at once) with ``(metadata, None)`` or ``(None, error)``;
 * :class:`Unwatched`: one object per producer, shared by every record sent without a
   callback, so such a record costs no object at all: a success builds nothing (it says it
-  is done already, so the completion skips it), a failure is counted and logged, and ``flush()``/``close()`` raise
+  is done already, so the completion skips it), a failure is counted and logged, and
+  ``flush()``/``close()`` raise
   :class:`~aiostream_kafka.errors.RecordsNotDeliveredError` for what it counted.
 """
 

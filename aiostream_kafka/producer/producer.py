@@ -52,7 +52,7 @@ from aiostream_kafka.producer.batch_calls import BatchCalls
 from aiostream_kafka.producer.buffer_pool import BufferPool
 from aiostream_kafka.producer.delivery import Delivery, DeliveryCallback, Unwatched
 from aiostream_kafka.producer.idempotence import IdempotenceState
-from aiostream_kafka.producer.partitioner import StickyPartitioner, partition_for_key
+from aiostream_kafka.producer.partitioner import KeyPartitions, StickyPartitioner
 from aiostream_kafka.producer.record import BYTES as _BYTES
 from aiostream_kafka.producer.record import ProducerRecord
 from aiostream_kafka.producer.record import check_headers as _check_headers
@@ -134,6 +134,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         self._cluster = Cluster(self.client_config, expire_idle_topics=True)
         self._pool = BufferPool(config.buffer_memory)
         self._partitioner = StickyPartitioner()
+        self._key_partitions = KeyPartitions()  # keyed records: murmur2 once per key
         self._sticky: dict[str, Any] = {}  # topic -> the batch keyless records stick to
         # enqueue_nowait: the outcome sink of records sent without a callback, and the
         # records held (in order) until their topic's metadata is known.
@@ -246,6 +247,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         for topic in topics:
             self._sticky.pop(topic, None)
             self._partitioner.forget(topic)
+            self._key_partitions.forget(topic)
 
     def _sender_failed(self, error: Exception) -> None:
         """The sender or one of its tasks crashed (a bug): make it visible to every caller
@@ -580,7 +582,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             if partition >= count:
                 meta = await self._wait_for_topic(topic, partition)
         elif key is not None:
-            partition = partition_for_key(key, count)
+            partition = self._key_partitions.partition(topic, key, count)
         else:
             return await self._append_keyless(acc, meta, value, headers, timestamp_ms)
         future_or_none = acc.try_append((topic, partition), key, value, headers, timestamp_ms)
@@ -691,7 +693,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         topic = meta.name
         if partition is None:
             if key is not None:
-                partition = partition_for_key(key, len(meta.partitions))
+                partition = self._key_partitions.partition(topic, key, len(meta.partitions))
             else:
                 batch = self._sticky.get(topic)
                 if batch is not None and not batch.closed:
@@ -715,9 +717,11 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                     return False
                 self._sticky[topic] = new_batch
                 return True
-        tp = TopicPartition(topic, partition)
-        if acc.try_append(tp, key, value, headers, timestamp_ms, sink) is not None:
+        # a plain tuple finds the partition's batches (TopicPartition is one): the named
+        # one only for a new batch
+        if acc.try_append((topic, partition), key, value, headers, timestamp_ms, sink) is not None:
             return True
+        tp = TopicPartition(topic, partition)
         return acc.append_new_nowait(tp, key, value, headers, timestamp_ms, sink) is not None
 
     def _hold(
@@ -762,14 +766,23 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             while held:
                 value, key, headers, partition, timestamp_ms, sink, size = held[0]
                 try:
-                    meta = await self._wait_for_topic(topic, partition)
+                    # the metadata the first record waited for serves the others: a
+                    # refresh per record cost a Metadata round trip each
+                    meta = self._cluster.snapshot.topics.get(topic)
+                    if (
+                        meta is None
+                        or meta.error_code
+                        or not meta.partitions
+                        or (partition is not None and partition not in meta.partitions)
+                    ):
+                        meta = await self._wait_for_topic(topic, partition)
                     acc = self._accumulator
                     if self._state not in ("running", "closing") or acc is None:
                         raise self._not_running()
                     while not self._append_now(
                         acc, meta, value, key, headers, partition, timestamp_ms, sink
                     ):
-                        await self.wait_for_buffer()
+                        await self._wait_for_room(self._max_block_s)
                 except Exception as exc:
                     sink.set_exception(exc)
                 held.popleft()
@@ -793,7 +806,8 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
     async def wait_for_buffer(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Wait until ``buffer_memory`` has room for a new batch (what
         :meth:`enqueue_nowait` needs after :class:`~aiostream_kafka.errors.BufferFullError`),
-        with no future per record.
+        with no future per record; records held for their topic's metadata are appended
+        first. Returns None.
 
         Raises:
             KafkaTimeoutError: no room within ``timeout`` seconds (default ``max_block_ms``).
@@ -802,6 +816,23 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         if self._state != "running" or self._accumulator is None:
             raise self._not_running()
         limit_s = self._max_block_s if timeout is None else timeout
+        deadline = time.monotonic() + limit_s
+        if self._held_tasks:
+            # Records held for their topic's metadata (BufferFullError once they fill a
+            # quarter of buffer_memory) are in no buffer the pool counts: wait for them to
+            # be appended. Returning at once here made a retry loop spin without ever
+            # yielding to the task that appends them.
+            _, pending = await asyncio.wait(set(self._held_tasks), timeout=limit_s)
+            if pending:
+                raise KafkaTimeoutError(
+                    f"records waiting for their topic's metadata were not appended within "
+                    f"{limit_s} s"
+                )
+        await self._wait_for_room(max(0.0, deadline - time.monotonic()))
+
+    async def _wait_for_room(self, limit_s: float) -> None:
+        """Wait up to ``limit_s`` until ``buffer_memory`` has room for a new batch."""
+        assert self._accumulator is not None
         size = min(self.config.batch_size, self._pool.total)
         self._accumulator.wakeup.set()
         await self._pool.reserve(size, limit_s)
