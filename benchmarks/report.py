@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import settings
+from benchmarks.clients import VARIANTS
 from benchmarks.runner import ROOT, Context
 from benchmarks.scenarios import family
 
@@ -144,11 +145,46 @@ def build_json(
         },
         "about": {name: family(name).about(ctx.profile) for name in families},
         "titles": {name: family(name).TITLE for name in families},
-        "cases": [c.to_json() for c in ctx.cases],
+        "cases": variant_rows([c.to_json() for c in ctx.cases]),
         "peak_rss_mb": {"median": rss, "samples": ctx.rss},
         "standalone": standalone,
         "wall_seconds": wall,
     }
+
+
+def variant_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each case in which a client variant ran (``clients.VARIANTS``: ours' other API),
+    followed by a case of its own, named with the variant's API: the variant's figures in
+    its base client's place (``ours_nowait`` as ``ours``, ``ours_pure_nowait`` as
+    ``ours_pure``; a base whose variant did not run is left out), the peers' figures
+    those of the same runs. So the tables get a row, not a column, and every ratio is
+    against the peers as measured beside it. The case itself keeps its other clients."""
+    bases = {base: variant for variant, (base, _) in VARIANTS.items()}
+    keyed = ("samples", "summary", "runs", "configs", "errors", "unsupported")
+    out = []
+    for case in cases:
+        present = [v for v in VARIANTS if any(v in case.get(key, {}) for key in keyed)]
+        if not present:
+            out.append(case)
+            continue
+        own = {**case}
+        for key in keyed:
+            own[key] = {c: x for c, x in case.get(key, {}).items() if c not in VARIANTS}
+        out.append(own)
+        by_api: dict[str, list[str]] = {}
+        for variant in present:
+            by_api.setdefault(VARIANTS[variant][1]["api"], []).append(variant)
+        for api, variants in by_api.items():
+            row = {**case, "case": f"{case['case']} {api}", "variant_of": case["case"]}
+            for key in keyed:
+                values = case.get(key, {})
+                mapped = {c: x for c, x in values.items() if c not in VARIANTS and c not in bases}
+                for base, variant in bases.items():
+                    if variant in variants and variant in values:
+                        mapped[base] = values[variant]
+                row[key] = mapped
+            out.append(row)
+    return out
 
 
 # -- numbers --------------------------------------------------------------------------------
@@ -289,10 +325,17 @@ def takeaways(data: dict[str, Any]) -> list[str]:
     totals: dict[str, list[int]] = {}
     # One round has no spread: nothing is told apart from noise (ratio() notes "1 round").
     noise = "within noise" if data["profile"]["rounds"] >= 2 else "unresolved"
+    groups: list[tuple[str, str, list[dict[str, Any]]]] = []  # family, variant, cases
     for fam in data["families"]:
-        cases = [c for c in data["cases"] if c["family"] == fam]
-        if not cases:
-            continue
+        by_variant: dict[str, list[dict[str, Any]]] = {}
+        for case in data["cases"]:
+            if case["family"] == fam:
+                variant = (
+                    case["case"][len(case["variant_of"]) + 1 :] if "variant_of" in case else ""
+                )
+                by_variant.setdefault(variant, []).append(case)
+        groups += [(fam, variant, cases) for variant, cases in by_variant.items()]
+    for fam, variant, cases in groups:
         metrics = {m["key"]: m for case in cases for m in case["metrics"]}
         keys = HEADLINE_METRICS.get(fam) or [cases[0]["metrics"][0]["key"]]
         for key in keys:
@@ -318,6 +361,7 @@ def takeaways(data: dict[str, Any]) -> list[str]:
             if parts:
                 count = f", {len(cases)} cases" if len(cases) > 1 else ""
                 title = data["titles"][fam].split(":")[0].split(" (")[0]
+                title += f" ({variant} rows)" if variant else ""
                 lines.append(
                     f"* **{title}**, {_metric_label(metric)}{count}: " + "; ".join(parts) + "."
                 )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import settings, side_venv
+from benchmarks.clients import PURE, VARIANTS, with_variants
 from benchmarks.worker import MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,8 +178,10 @@ async def run_worker(client: str, spec: dict[str, Any]) -> dict[str, Any]:
         return {"client": client, "unsupported": str(exc)}
     env = dict(os.environ)
     env.pop("AIOSTREAM_KAFKA_PURE", None)
-    if client == "ours_pure":
+    if client in PURE:
         env["AIOSTREAM_KAFKA_PURE"] = "1"  # the same source, its compiled modules off
+    if client in VARIANTS:
+        spec = {**spec, **VARIANTS[client][1]}
     proc = await asyncio.create_subprocess_exec(
         python,
         "-m",
@@ -214,7 +217,11 @@ async def run_cases(ctx: Context, cases: list[Case]) -> None:
     for round_no in range(total):
         warmup = round_no < profile.warmup_rounds
         for case in round_order(cases, round_no):
-            clients = [c for c in ctx.clients if c in case.clients and c not in case.unsupported]
+            clients = [
+                c
+                for c in with_variants(ctx.clients)
+                if c in case.clients and c not in case.unsupported
+            ]
             if not clients:
                 continue
             shift = round_no % len(clients)

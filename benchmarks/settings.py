@@ -50,11 +50,30 @@ RATE_PRODUCER = {**PRODUCER, "linger_ms": 0}
 RATE_CONSUMER = dict(CONSUMER)
 
 
+#: The keyed produce family (issue 32): what a user gets -- each client's defaults but for
+#: these two (as the issue measured them; ours and Java are idempotent by default,
+#: aiokafka and librdkafka are not, and librdkafka's batch.size is 1 MB).
+KEYED_PRODUCER = {"acks": "all", "linger_ms": 5}
+
+#: The worker scenarios that run a producer (their adapters' ``describe()`` lists it).
+PRODUCER_SCENARIOS = (
+    "produce",
+    "produce_batch",
+    "produce_keyed",
+    "fastapi",
+    "latency_rate",
+    "latency_closed",
+)
+
+
 def producer_settings(scenario: str) -> dict[str, Any]:
-    """The producer settings every client gets in ``scenario``."""
-    return {"latency_rate": RATE_PRODUCER, "latency_closed": LATENCY_PRODUCER}.get(
-        scenario, PRODUCER
-    )
+    """The producer settings every client gets in ``scenario`` (a setting not named:
+    each client's default)."""
+    return {
+        "latency_rate": RATE_PRODUCER,
+        "latency_closed": LATENCY_PRODUCER,
+        "produce_keyed": KEYED_PRODUCER,
+    }.get(scenario, PRODUCER)
 
 
 def consumer_settings(scenario: str) -> dict[str, Any]:
@@ -154,6 +173,12 @@ class Profile:
         default_factory=lambda: {1: 700, 16: 12_000, 64: 45_000, 256: 120_000}
     )
     process_kill_records: int = 40_000
+    #: produce_keyed (issue 32): keyed 100 B records over ``keyed_keys`` keys to a fresh
+    #: topic of each partition count; warm-up records first (untimed).
+    keyed_partitions: list[int] = field(default_factory=lambda: [6, 600])
+    keyed_records: int = 200_000
+    keyed_keys: int = 20_000
+    keyed_warmup_records: int = 5000
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -225,6 +250,10 @@ SMOKE = Profile(
     process_handlers=["fixed"],
     process_records={1: 60, 64: 1500},
     process_kill_records=2000,
+    keyed_partitions=[6],
+    keyed_records=3000,
+    keyed_keys=300,
+    keyed_warmup_records=100,
 )
 
 PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}
@@ -239,3 +268,14 @@ def payloads(size: int, count: int = 1024) -> list[bytes]:
 
     rng = random.Random(size)
     return [bytes(rng.choices(range(65, 91), k=size)) for _ in range(count)]
+
+
+def keys(count: int) -> list[bytes]:
+    """The keys of the keyed produce family, record ``i`` taking ``keys[i % count]``:
+    ``count`` distinct keys of 11 bytes, shuffled (seeded) so that consecutive
+    records go to unrelated partitions whatever a client's partitioner."""
+    import random
+
+    out = [b"key-%07d" % i for i in range(count)]
+    random.Random(count).shuffle(out)
+    return out

@@ -59,6 +59,18 @@ def test_benchmark_suite_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> N
     for case in data["cases"]:
         assert case["configs"]["ours_pure"]["build"] == "pure Python", case["case"]
         assert case["configs"]["ours"]["build"] != "pure Python" or not _native.compiled_modules()
+    # ours' enqueue_nowait: a row of its own after each per-record produce case, its
+    # figures in ours' columns beside the same peers' runs (benchmarks.report.variant_rows)
+    produce = {case["case"]: case for case in by_family["produce"]}
+    nowait = produce["100 B lz4 enqueue_nowait"]
+    assert nowait["variant_of"] == "100 B lz4"
+    assert set(nowait["summary"]) == {"ours", "ours_pure", "aiokafka", "confluent", "java"}
+    assert nowait["summary"]["confluent"] == produce["100 B lz4"]["summary"]["confluent"]
+    for client in ("ours", "ours_pure"):
+        assert nowait["configs"][client]["api"].startswith("producer.enqueue_nowait("), client
+        assert nowait["runs"][client][0]["records"] == 3000, client
+        assert produce["100 B lz4"]["configs"][client]["api"].startswith("await producer.enqueue(")
+    assert nowait["configs"]["ours_pure"]["build"] == "pure Python"
     pause = by_family["pause"][0]["summary"]
     assert pause["ours"]["fetches_per_1k"]["median"] > 0  # counted by the proxy
     assert pause["aiokafka"]["fetched_per_delivered"]["median"] > 0
@@ -77,6 +89,59 @@ def test_benchmark_suite_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> N
         assert any(r.endswith("x") or "x (" in r for r in ratios), (peer, ratios)
     for name in FAMILIES:
         assert (out / f"{name}.png").stat().st_size > 0
+    assert "| 100 B lz4 enqueue_nowait |" in markdown
+    assert "Produce throughput (enqueue_nowait rows)" in markdown
+
+
+def test_produce_keyed_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
+    """The opt-in keyed produce family (issue 32) at the smoke profile: keyed records to a
+    6-partition topic through ours' enqueue and enqueue_nowait, confluent-kafka's and
+    aiokafka's producers; every run sends every record, and the enqueue_nowait row
+    stands beside the same peers' runs."""
+    out = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--profile",
+            "smoke",
+            "--scenarios",
+            "produce_keyed",
+            "--clients",
+            "ours,aiokafka,confluent",
+            "--bootstrap-servers",
+            kafka_cluster.bootstrap_servers,
+            "--output",
+            str(out),
+            "--no-plots",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads((out / "results.json").read_text())
+    cases = {case["case"]: case for case in data["cases"]}
+    assert sorted(cases) == ["keyed, 6p", "keyed, 6p enqueue_nowait"]
+    for case in cases.values():
+        assert not case["errors"], (case["case"], case["errors"])
+        assert set(case["summary"]) == {"ours", "aiokafka", "confluent"}, case["case"]
+        for client, runs in case["runs"].items():
+            assert runs[0]["records"] == 3000, (case["case"], client)
+        producer = case["configs"]["confluent"]["producer"]
+        assert producer["acks"] == "all" and producer["linger.ms"] == 5
+        assert "batch.size" not in producer  # its default
+    assert "key=key" in cases["keyed, 6p"]["configs"]["ours"]["api"]
+    assert cases["keyed, 6p enqueue_nowait"]["configs"]["ours"]["api"].startswith(
+        "producer.enqueue_nowait(topic, value, key=key)"
+    )
+    assert "ours_nowait" not in cases["keyed, 6p"]["summary"]
+    markdown = (out / "results.md").read_text()
+    assert "| keyed, 6p enqueue_nowait |" in markdown
+    assert "ours / confluent-kafka" in markdown
 
 
 def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:

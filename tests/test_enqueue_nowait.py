@@ -149,6 +149,42 @@ async def test_records_wait_in_order_for_their_topic_s_metadata(
     assert [int(v) for _, v in got] == list(range(500))
 
 
+async def test_held_records_past_their_bound_wait_for_buffer_waits_for_them(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic
+) -> None:
+    """More records for a topic whose metadata is unknown than its bound (a quarter of
+    buffer_memory) hold: BufferFullError, then wait_for_buffer() waits until the held ones
+    are appended (it returned at once, so a retry loop spun forever without yielding),
+    and the held records are appended on the metadata fetched once, not a refresh each."""
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic()
+    value = b"v" * 1000
+    async with Producer(bootstrap_servers=bootstrap, buffer_memory=1 << 20) as producer:
+        refreshes = 0
+        refresh = producer.cluster.refresh
+
+        async def counted(*args: object, **kwargs: object) -> object:
+            nonlocal refreshes
+            refreshes += 1
+            return await refresh(*args, **kwargs)  # type: ignore[arg-type]
+
+        producer.cluster.refresh = counted  # type: ignore[method-assign]
+        full = 0
+        for i in range(2000):  # 2 MB: eight times the bound of the held records
+            while True:
+                try:
+                    producer.enqueue_nowait(topic, value, key=b"%d" % i)
+                    break
+                except BufferFullError:
+                    full += 1
+                    assert full < 1000, "wait_for_buffer() returned without room"
+                    await producer.wait_for_buffer()
+        await producer.flush()
+        assert full >= 1
+        assert refreshes < 50, refreshes
+    assert len(await _read(bootstrap, topic, 1, 2000)) == 2000
+
+
 async def test_a_callback_that_raises_is_logged_and_the_producer_goes_on(
     kafka_cluster: KafkaCluster, new_topic: NewTopic, caplog: pytest.LogCaptureFixture
 ) -> None:

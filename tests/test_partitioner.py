@@ -12,6 +12,7 @@ from producer_oracle import librdkafka_partitions, read_all
 
 from aiostream_kafka.producer import Producer
 from aiostream_kafka.producer.partitioner import (
+    KeyPartitions,
     StickyPartitioner,
     murmur2,
     partition_for_key,
@@ -45,6 +46,24 @@ def test_partition_for_key_is_in_range_and_accepts_any_bytes_like(key: bytes, n:
     p = partition_for_key(key, n)
     assert 0 <= p < n
     assert partition_for_key(bytearray(key), n) == p == partition_for_key(memoryview(key), n)
+
+
+def test_key_partitions_remembers_murmur2_per_topic_and_partition_count() -> None:
+    """The producer's key -> partition memory answers what partition_for_key does, for a
+    topic whose partition count changed too, for non-bytes keys (not kept), and across
+    its limit (emptied, then filled again)."""
+    cache = KeyPartitions(limit=50)
+    keys = [b"user-%d" % i for i in range(120)]
+    for _ in range(2):
+        for key in keys:
+            assert cache.partition("t", key, 6) == partition_for_key(key, 6)
+            assert cache.partition("t", key, 600) == partition_for_key(key, 600)
+            assert cache.partition("u", key, 7) == partition_for_key(key, 7)
+    assert cache.partition("t", bytearray(b"user-3"), 6) == partition_for_key(b"user-3", 6)
+    assert cache.partition("t", memoryview(b"user-4"), 6) == partition_for_key(b"user-4", 6)
+    assert all(len(table) <= 50 for _, table in cache._tables.values())
+    cache.forget("t")
+    assert "t" not in cache._tables and "u" in cache._tables
 
 
 def test_sticky_partitioner_sticks_then_moves_to_another_available_partition() -> None:

@@ -52,7 +52,7 @@ from aiostream_kafka.producer.batch_calls import BatchCalls
 from aiostream_kafka.producer.buffer_pool import BufferPool
 from aiostream_kafka.producer.delivery import Delivery, DeliveryCallback, Unwatched
 from aiostream_kafka.producer.idempotence import IdempotenceState
-from aiostream_kafka.producer.partitioner import StickyPartitioner, partition_for_key
+from aiostream_kafka.producer.partitioner import KeyPartitions, StickyPartitioner
 from aiostream_kafka.producer.record import BYTES as _BYTES
 from aiostream_kafka.producer.record import ProducerRecord
 from aiostream_kafka.producer.record import check_headers as _check_headers
@@ -134,6 +134,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         self._cluster = Cluster(self.client_config, expire_idle_topics=True)
         self._pool = BufferPool(config.buffer_memory)
         self._partitioner = StickyPartitioner()
+        self._key_partitions = KeyPartitions()  # keyed records: murmur2 once per key
         self._sticky: dict[str, Any] = {}  # topic -> the batch keyless records stick to
         # enqueue_nowait: the outcome sink of records sent without a callback, and the
         # records held (in order) until their topic's metadata is known.
@@ -248,6 +249,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         for topic in topics:
             self._sticky.pop(topic, None)
             self._partitioner.forget(topic)
+            self._key_partitions.forget(topic)
 
     def _sender_failed(self, error: Exception) -> None:
         """The sender or one of its tasks crashed (a bug): make it visible to every caller
@@ -582,7 +584,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             if partition >= count:
                 meta = await self._wait_for_topic(topic, partition)
         elif key is not None:
-            partition = partition_for_key(key, count)
+            partition = self._key_partitions.partition(topic, key, count)
         else:
             return await self._append_keyless(acc, meta, value, headers, timestamp_ms)
         future_or_none = acc.try_append((topic, partition), key, value, headers, timestamp_ms)
@@ -693,7 +695,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         topic = meta.name
         if partition is None:
             if key is not None:
-                partition = partition_for_key(key, len(meta.partitions))
+                partition = self._key_partitions.partition(topic, key, len(meta.partitions))
             else:
                 batch = self._sticky.get(topic)
                 if batch is not None and not batch.closed:
@@ -711,9 +713,11 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                     return False
                 self._sticky[topic] = new_batch
                 return True
-        tp = TopicPartition(topic, partition)
-        if acc.try_append(tp, key, value, headers, timestamp_ms, sink) is not None:
+        # a plain tuple finds the partition's batches (TopicPartition is one): the named
+        # one only for a new batch
+        if acc.try_append((topic, partition), key, value, headers, timestamp_ms, sink) is not None:
             return True
+        tp = TopicPartition(topic, partition)
         return acc.append_new_nowait(tp, key, value, headers, timestamp_ms, sink) is not None
 
     def _hold(

@@ -26,12 +26,15 @@ NAME = "aiokafka"
 def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
     base = settings.producer_settings(spec["scenario"])
     codec = spec.get("codec", "none")
+    names = {
+        "acks": "acks",
+        "linger_ms": "linger_ms",
+        "batch_size": "max_batch_size",
+        "enable_idempotence": "enable_idempotence",
+        "max_request_size": "max_request_size",
+    }
     return {
-        "acks": base["acks"],
-        "linger_ms": base["linger_ms"],
-        "max_batch_size": base["batch_size"],
-        "enable_idempotence": base["enable_idempotence"],
-        "max_request_size": base["max_request_size"],
+        **{theirs: base[common] for common, theirs in names.items() if common in base},
         "compression_type": None if codec == "none" else codec,
     }
 
@@ -49,8 +52,10 @@ def consumer_options(spec: dict[str, Any]) -> dict[str, Any]:
 def describe(spec: dict[str, Any]) -> dict[str, Any]:
     scenario = spec["scenario"]
     out: dict[str, Any] = {}
-    if scenario in ("produce", "produce_batch", "fastapi", "latency_rate", "latency_closed"):
+    if scenario in settings.PRODUCER_SCENARIOS:
         out["producer"] = producer_options(spec)
+    if scenario == "produce_keyed":
+        out["producer"]["(other settings)"] = "defaults"
     if scenario in ("consume", "pause", "latency_rate", "latency_closed", "process"):
         out["consumer"] = consumer_options(spec) | {"(other settings)": "defaults"}
     if scenario == "process":
@@ -58,6 +63,8 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
     out["api"] = {
         "produce": "await producer.send(...) per record (returns once buffered), then await "
         "each future in turn",
+        "produce_keyed": "await producer.send(topic, value, key=key) per record (its default "
+        "partitioner), then await each future in turn",
         "produce_batch": "batch = producer.create_batch(); batch.append(...) until full; "
         "await producer.send_batch(batch, topic, partition=p), partitions in turn (aiokafka's "
         "batch producer example); then await each future in turn",
@@ -85,6 +92,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     handler = {
         "produce": _produce,
         "produce_batch": _produce_batch,
+        "produce_keyed": _produce,
         "consume": _consume,
         "latency_rate": _latency_rate,
         "latency_closed": _latency_closed,
@@ -125,12 +133,15 @@ async def _consumer(spec: dict[str, Any]) -> Any:
 async def _produce(spec: dict[str, Any]) -> dict[str, Any]:
     topic, n, values = spec["topic"], spec["records"], settings.payloads(spec["size"])
     k = len(values)
+    keys = settings.keys(spec["keys"]) if spec.get("keys") else [None]
+    nk = len(keys)
     producer = await _producer(spec)
     try:
-        warm = [await producer.send(topic, values[i % k]) for i in range(spec["warmup"])]
+        send = producer.send
+        warm = [await send(topic, values[i % k], keys[i % nk]) for i in range(spec["warmup"])]
         await asyncio.gather(*warm)
         started = time.perf_counter()
-        futures = [await producer.send(topic, values[i % k]) for i in range(n)]
+        futures = [await send(topic, values[i % k], keys[i % nk]) for i in range(n)]
         for future in futures:  # not gather(): it would time asyncio's callbacks, not us
             await future
         seconds = time.perf_counter() - started

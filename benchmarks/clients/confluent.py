@@ -32,13 +32,16 @@ NAME = "confluent-kafka"
 
 def producer_config(spec: dict[str, Any]) -> dict[str, Any]:
     base = settings.producer_settings(spec["scenario"])
+    names = {
+        "acks": "acks",
+        "linger_ms": "linger.ms",
+        "batch_size": "batch.size",
+        "enable_idempotence": "enable.idempotence",
+        "max_request_size": "message.max.bytes",
+    }
     return {
         "bootstrap.servers": spec["bootstrap"],
-        "acks": base["acks"],
-        "linger.ms": base["linger_ms"],
-        "batch.size": base["batch_size"],
-        "enable.idempotence": base["enable_idempotence"],
-        "message.max.bytes": base["max_request_size"],
+        **{theirs: base[common] for common, theirs in names.items() if common in base},
         "compression.type": spec.get("codec", "none"),
     }
 
@@ -62,8 +65,10 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
     scenario = spec["scenario"]
     out: dict[str, Any] = {}
     hide = {"bootstrap.servers"}
-    if scenario in ("produce", "produce_batch", "fastapi", "latency_rate", "latency_closed"):
+    if scenario in settings.PRODUCER_SCENARIOS:
         out["producer"] = {k: v for k, v in producer_config(spec).items() if k not in hide}
+    if scenario == "produce_keyed":
+        out["producer"]["(other settings)"] = "defaults"
     if scenario in ("consume", "pause", "latency_rate", "latency_closed"):
         config = consumer_config(spec)
         config["group.id"] = "bench-<random> (required; never joined)"
@@ -71,6 +76,8 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         out["consumer"]["(other settings)"] = "defaults"
     out["api"] = {
         "produce": "produce() + poll(0) per record (retry on BufferError), then flush()",
+        "produce_keyed": "produce(topic, value, key=key) + poll(0) per record (its default "
+        "partitioner; retry on BufferError), then flush()",
         "produce_batch": f"produce_batch(topic, [{{'value': v}}, ...]) per {spec.get('call')} "
         "records, one on_delivery callback, poll(0) after each call (on BufferError: "
         "poll and resubmit the messages it did not take), then flush()",
@@ -99,6 +106,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     handler = {
         "produce": _produce,
         "produce_batch": _produce_batch,
+        "produce_keyed": _produce,
         "fill": _fill,
         "consume": _consume,
         "latency_rate": _latency_rate,
@@ -125,13 +133,19 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 def _produce_all(producer: Any, topic: str, values: list[bytes], n: int, **kw: Any) -> None:
     """``n`` records of ``values`` (cycled); ``partitions``: round-robin over them;
     ``keys`` (with ``partitions``): record ``i`` gets key ``k{i % keys}`` and the partition
-    ``(i % keys) % partitions`` (every record of a key on one partition)."""
+    ``(i % keys) % partitions`` (every record of a key on one partition); ``key_list``:
+    record ``i`` gets key ``key_list[i % len(key_list)]``, its partition librdkafka's
+    choice."""
     k = len(values)
     partitions = kw.pop("partitions", None)
     keys = kw.pop("keys", 0)
+    key_list = kw.pop("key_list", None)
+    nk = len(key_list) if key_list else 0
     for i in range(n):
-        if keys and partitions:
-            extra: dict[str, Any] = {"key": b"k%d" % (i % keys), "partition": i % keys % partitions}
+        if key_list:  # the keyed family: its own partitioner
+            extra: dict[str, Any] = {"key": key_list[i % nk]}
+        elif keys and partitions:
+            extra = {"key": b"k%d" % (i % keys), "partition": i % keys % partitions}
         else:
             extra = {"partition": i % partitions} if partitions else {}
         while True:
@@ -149,15 +163,16 @@ def _produce(spec: dict[str, Any]) -> dict[str, Any]:
     topic, n, values = spec["topic"], spec["records"], settings.payloads(spec["size"])
     producer = confluent_kafka.Producer(producer_config(spec))
     errors: list[Any] = []
+    keyed = {"key_list": settings.keys(spec["keys"])} if spec.get("keys") else {}
 
     def on_delivery(err: Any, _msg: Any) -> None:
         if err is not None:
             errors.append(err)
 
-    _produce_all(producer, topic, values, spec["warmup"], on_delivery=on_delivery)
+    _produce_all(producer, topic, values, spec["warmup"], on_delivery=on_delivery, **keyed)
     producer.flush(60)
     started = time.perf_counter()
-    _produce_all(producer, topic, values, n, on_delivery=on_delivery)
+    _produce_all(producer, topic, values, n, on_delivery=on_delivery, **keyed)
     left = producer.flush(120)
     seconds = time.perf_counter() - started
     if left or errors:

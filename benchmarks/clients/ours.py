@@ -25,12 +25,15 @@ NAME = "aiostream_kafka"
 
 def producer_options(spec: dict[str, Any]) -> dict[str, Any]:
     base = settings.producer_settings(spec["scenario"])
+    names = {
+        "acks": "acks",
+        "linger_ms": "linger_ms",
+        "batch_size": "batch_size",
+        "enable_idempotence": "enable_idempotence",
+        "max_request_size": "max_request_size",
+    }
     options: dict[str, Any] = {
-        "acks": base["acks"],
-        "linger_ms": base["linger_ms"],
-        "batch_size": base["batch_size"],
-        "enable_idempotence": base["enable_idempotence"],
-        "max_request_size": base["max_request_size"],
+        ours: base[common] for common, ours in names.items() if common in base
     }
     codec = spec.get("codec", "none")
     options["compression_type"] = None if codec == "none" else codec
@@ -50,13 +53,17 @@ def consumer_options(spec: dict[str, Any]) -> dict[str, Any]:
 def describe(spec: dict[str, Any]) -> dict[str, Any]:
     scenario = spec["scenario"]
     out: dict[str, Any] = {}
-    if scenario in ("produce", "produce_batch", "fastapi", "latency_rate", "latency_closed"):
+    if scenario in settings.PRODUCER_SCENARIOS:
         out["producer"] = producer_options(spec)
+    if scenario == "produce_keyed":
+        out["producer"]["(other settings)"] = "defaults"
     if scenario in ("consume", "pause", "latency_rate", "latency_closed"):
         out["consumer"] = consumer_options(spec) | {"(other settings)": "defaults"}
     out["api"] = {
         "produce": "await producer.enqueue(...) per record (pipelined), then await each future"
         " in turn",
+        "produce_keyed": "await producer.enqueue(topic, value, key=key) per record, then await "
+        "each future in turn",
         "produce_batch": f"await producer.enqueue_batch(topic, values) per {spec.get('call')} "
         "records (one future per call), then await each future in turn",
         "consume": "consumer.assign(); async for batch in consumer.batches() / "
@@ -85,6 +92,13 @@ def describe(spec: dict[str, Any]) -> dict[str, Any]:
         f'consumer.process(handler, concurrency={spec.get("concurrency")}, ordering="key") '
         "(commits: every=1000, within_s=5.0); the first SIGKILLed",
     }.get(scenario, "")
+    if spec.get("api") == "enqueue_nowait":
+        key = ", key=key" if scenario == "produce_keyed" else ""
+        out["api"] = (
+            f"producer.enqueue_nowait(topic, value{key}) per record (no future, no callback); "
+            "on BufferFullError: await producer.wait_for_buffer() and call again; then await "
+            "producer.flush()"
+        )
     if scenario in ("process", "process_kill") and not spec.get("floor"):
         out["consumer"] = process_options(spec) | {"(other settings)": "defaults"}
     if scenario == "rebalance":
@@ -105,6 +119,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     handler = {
         "produce": _produce,
         "produce_batch": _produce_batch,
+        "produce_keyed": _produce,
         "fill": _produce,
         "consume": _consume,
         "latency_rate": _latency_rate,
@@ -138,19 +153,63 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _produce(spec: dict[str, Any]) -> dict[str, Any]:
+    """``produce`` and ``produce_keyed`` (``spec["keys"]``: record ``i`` has key
+    ``settings.keys(...)[i % keys]``); ``spec["api"]`` ``enqueue_nowait``: that call instead
+    of ``enqueue``, and ``flush()`` as the last acknowledgement."""
     from aiostream_kafka import Producer
 
     topic, n, values = spec["topic"], spec["records"], settings.payloads(spec["size"])
-    k = len(values)
+    keys = settings.keys(spec["keys"]) if spec.get("keys") else None
+    nowait = spec.get("api") == "enqueue_nowait"
     async with Producer(spec["bootstrap"], **producer_options(spec)) as producer:
-        warm = [await producer.enqueue(topic, values[i % k]) for i in range(spec["warmup"])]
+        if nowait:
+            await _nowait(producer, topic, values, keys, spec["warmup"])
+            await producer.flush()
+            started = time.perf_counter()
+            await _nowait(producer, topic, values, keys, n)
+            await producer.flush()
+            seconds = time.perf_counter() - started
+            return {"records": n, "seconds": seconds}
+        warm = await _enqueue(producer, topic, values, keys, spec["warmup"])
         await asyncio.gather(*warm)
         started = time.perf_counter()
-        futures = [await producer.enqueue(topic, values[i % k]) for i in range(n)]
+        futures = await _enqueue(producer, topic, values, keys, n)
         for future in futures:  # not gather(): it would time asyncio's callbacks, not us
             await future
         seconds = time.perf_counter() - started
     return {"records": n, "seconds": seconds}
+
+
+async def _enqueue(
+    producer: Any, topic: str, values: list[bytes], keys: list[bytes] | None, n: int
+) -> list[Any]:
+    k = len(values)
+    enqueue = producer.enqueue
+    if keys is None:
+        return [await enqueue(topic, values[i % k]) for i in range(n)]
+    nk = len(keys)
+    return [await enqueue(topic, values[i % k], key=keys[i % nk]) for i in range(n)]
+
+
+async def _nowait(
+    producer: Any, topic: str, values: list[bytes], keys: list[bytes] | None, n: int
+) -> None:
+    """``n`` records through ``enqueue_nowait``; when the buffer is full, wait for room and
+    call again (the call buffered nothing)."""
+    from aiostream_kafka import BufferFullError
+
+    k = len(values)
+    enqueue_nowait = producer.enqueue_nowait
+    nk = len(keys) if keys is not None else 0
+    for i in range(n):
+        value = values[i % k]
+        key = keys[i % nk] if keys is not None else None
+        while True:
+            try:
+                enqueue_nowait(topic, value, key)
+                break
+            except BufferFullError:
+                await producer.wait_for_buffer()
 
 
 async def _produce_batch(spec: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from types import ModuleType
 
 FAMILIES = [
     "produce",
+    "produce_keyed",
     "consume",
     "latency",
     "pause",
@@ -22,7 +23,7 @@ FAMILIES = [
 ]
 QUICK_SKIPS = {"codec"}  # micro-benchmarks without a broker: run them on their own
 #: Run only when named in ``--scenarios`` (minutes per round, several processes per run).
-OPT_IN = {"rebalance", "share", "process", "otel"}
+OPT_IN = {"rebalance", "share", "process", "otel", "produce_keyed"}
 
 
 def family(name: str) -> ModuleType:

@@ -20,8 +20,17 @@ ABOUT = (
     "where the client has such a call (ours: `enqueue_batch`, one future per call; "
     "confluent-kafka: `produce_batch`, `poll(0)` between calls; aiokafka: hand-built "
     "`create_batch()` batches, one per `send_batch` call, partitions in turn), with one "
-    "completion per call instead of one per record; the Java perf tool has no such mode."
+    "completion per call instead of one per record; the Java perf tool has no such mode. "
+    "The *enqueue_nowait* rows are ours' call that never awaits (per record "
+    "`enqueue_nowait(topic, value)`, no future, no callback; on `BufferFullError` "
+    "`await wait_for_buffer()` and call again; the clock stops when `flush()` returns), run "
+    "in the same rounds as the row above it, alternating with the peers: the peers' "
+    "figures in both rows are the same runs."
 )
+
+#: The suffix of the report's row for ours' ``enqueue_nowait`` (clients ``ours_nowait``,
+#: ``ours_pure_nowait``: ``report.variant_rows``).
+NOWAIT_ROW = "enqueue_nowait"
 
 
 async def cases(ctx: Context) -> list[Case]:
@@ -46,6 +55,9 @@ async def cases(ctx: Context) -> list[Case]:
                         ctx.create_topic, f"produce-{size}-{codec}", settings.PRODUCE_PARTITIONS
                     ),
                     cleanup=ctx.delete_topic,
+                    # ours' enqueue_nowait as clients of their own, alternating with the
+                    # others: the report shows them as a row of their own (NOWAIT_ROW)
+                    clients=[*settings.CLIENTS, "ours_nowait", "ours_pure_nowait"],
                 )
             )
     for size in p.produce_batch_sizes:
