@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from _data import produce_rows
-from conftest import _missing
+from _servers import missing_spark as _missing
 
 from aiostream_kafka.testing import KafkaCluster
 
