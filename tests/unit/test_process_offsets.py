@@ -31,7 +31,7 @@ def _ours(body: bytes) -> str:
     return PREFIX + base64.b64encode(payload).decode()
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)  # a body may name 1M offsets (the decode bound)
 @given(committed_offsets, deltas, st.sets(st.integers(0, 1000), max_size=20))
 def test_a_set_that_fits_comes_back_exactly(
     committed: int, ahead: set[int], below: set[int]
@@ -154,14 +154,14 @@ def test_an_absurd_run_is_cut_at_the_decode_bound() -> None:
     assert len(got) == MAX_DECODED_OFFSETS and min(got) == 0
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)  # a body may name 1M offsets (the decode bound)
 @given(st.text(max_size=200), st.integers(0, 1 << 40))
 def test_decoding_never_raises(text: str, committed: int) -> None:
     assert isinstance(decode_completed(text, committed), set)
     assert isinstance(decode_completed(PREFIX + text, committed), set)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)  # a body may name 1M offsets (the decode bound)
 @given(st.binary(max_size=60), st.integers(0, 1000))
 def test_decoding_any_checksummed_body_never_raises(body: bytes, committed: int) -> None:
     got = decode_completed(_ours(body), committed)
