@@ -348,3 +348,33 @@ async def test_enqueue_nowait_records_get_send_spans_and_keep_their_callbacks(
     assert sorted((s.attributes or {})["messaging.kafka.offset"] for s in spans) == list(range(6))
     assert [md.offset for md in got] == list(range(5))
     assert otel.total("messaging.client.sent.messages") == 6
+
+
+async def test_a_share_consumer_s_loop_gets_receive_and_process_spans(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic, otel: Otel
+) -> None:
+    from test_share_consumer import _group
+
+    from aiostream_kafka import ShareConsumer
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic()
+    group = await _group(bootstrap)
+    async with Producer(bootstrap_servers=bootstrap, **otel.options) as producer:
+        for i in range(5):
+            await producer.enqueue(topic, b"%d" % i)
+        await producer.flush()
+    sends = {s.context.span_id for s in otel.spans("send ")}
+    async with ShareConsumer(bootstrap_servers=bootstrap, group_id=group, **otel.options) as sc:
+        sc.subscribe([topic])
+        seen = 0
+        async with asyncio.timeout(60):
+            async for _record in sc:
+                seen += 1
+                if seen == 5:
+                    break
+    process = otel.spans("process ")
+    assert len(process) == 5
+    assert {s.parent.span_id for s in process if s.parent} == sends
+    assert all((s.attributes or {})["messaging.consumer.group.name"] == group for s in process)
+    assert otel.total("messaging.client.consumed.messages") >= 5

@@ -1176,6 +1176,8 @@ class ShareConsumer:
     # -- iteration ----------------------------------------------------------------------------
 
     def __aiter__(self) -> AsyncIterator[ShareRecord]:
+        if self._telemetry is not None:  # a process span per record's turn in the loop
+            return self._telemetry.around_each(self._records())
         return self._records()
 
     async def _take(self) -> _Out:
