@@ -15,30 +15,35 @@ from aiostream_kafka import _native
 from aiostream_kafka.testing.cluster import KafkaCluster
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_benchmarks(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks ARGS`` from the repository root, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 FAMILIES = ["produce", "consume", "latency", "pause", "fastapi"]
 
 
 def test_benchmark_suite_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
     out = tmp_path / "results"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--profile",
-            "smoke",
-            "--scenarios",
-            ",".join(FAMILIES),
-            "--bootstrap-servers",
-            kafka_cluster.bootstrap_servers,
-            "--output",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = _run_benchmarks(
+        "--profile",
+        "smoke",
+        "--scenarios",
+        ",".join(FAMILIES),
+        "--bootstrap-servers",
+        kafka_cluster.bootstrap_servers,
+        "--output",
+        str(out),
         timeout=240,
-        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
 
@@ -99,28 +104,19 @@ def test_produce_keyed_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Pat
     aiokafka's producers; every run sends every record, and the enqueue_nowait row
     stands beside the same peers' runs."""
     out = tmp_path / "results"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--profile",
-            "smoke",
-            "--scenarios",
-            "produce_keyed",
-            "--clients",
-            "ours,aiokafka,confluent",
-            "--bootstrap-servers",
-            kafka_cluster.bootstrap_servers,
-            "--output",
-            str(out),
-            "--no-plots",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = _run_benchmarks(
+        "--profile",
+        "smoke",
+        "--scenarios",
+        "produce_keyed",
+        "--clients",
+        "ours,aiokafka,confluent",
+        "--bootstrap-servers",
+        kafka_cluster.bootstrap_servers,
+        "--output",
+        str(out),
+        "--no-plots",
         timeout=120,
-        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
@@ -149,28 +145,19 @@ def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> No
     slow member beside a fast one, for ours, confluent-kafka and Java, each member in its
     own process; every run finishes, with a ratio per peer and the slow case's table."""
     out = tmp_path / "results"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--profile",
-            "smoke",
-            "--scenarios",
-            "share",
-            "--clients",
-            "ours,confluent,java",
-            "--bootstrap-servers",
-            kafka_cluster.bootstrap_servers,
-            "--output",
-            str(out),
-            "--no-plots",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = _run_benchmarks(
+        "--profile",
+        "smoke",
+        "--scenarios",
+        "share",
+        "--clients",
+        "ours,confluent,java",
+        "--bootstrap-servers",
+        kafka_cluster.bootstrap_servers,
+        "--output",
+        str(out),
+        "--no-plots",
         timeout=240,
-        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
@@ -202,28 +189,19 @@ def test_process_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> 
     case (a member killed at half, a second one resumes): every run finishes, process()
     runs handlers side by side, the floor keeps all 64 busy, and no record is lost."""
     out = tmp_path / "results"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--profile",
-            "smoke",
-            "--scenarios",
-            "process",
-            "--clients",
-            "ours,aiokafka",
-            "--bootstrap-servers",
-            kafka_cluster.bootstrap_servers,
-            "--output",
-            str(out),
-            "--no-plots",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = _run_benchmarks(
+        "--profile",
+        "smoke",
+        "--scenarios",
+        "process",
+        "--clients",
+        "ours,aiokafka",
+        "--bootstrap-servers",
+        kafka_cluster.bootstrap_servers,
+        "--output",
+        str(out),
+        "--no-plots",
         timeout=120,
-        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
@@ -292,28 +270,19 @@ def test_otel_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> Non
     from benchmarks.otel import CONTRIB_DIR
 
     out = tmp_path / "results"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks",
-            "--profile",
-            "smoke",
-            "--scenarios",
-            "otel",
-            "--clients",
-            "ours,aiokafka",
-            "--bootstrap-servers",
-            kafka_cluster.bootstrap_servers,
-            "--output",
-            str(out),
-            "--no-plots",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    proc = _run_benchmarks(
+        "--profile",
+        "smoke",
+        "--scenarios",
+        "otel",
+        "--clients",
+        "ours,aiokafka",
+        "--bootstrap-servers",
+        kafka_cluster.bootstrap_servers,
+        "--output",
+        str(out),
+        "--no-plots",
         timeout=60,
-        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     data = json.loads((out / "results.json").read_text())
