@@ -258,7 +258,8 @@ class Telemetry:
         return self._context.attach(self._trace.set_span_in_context(span))
 
     def unuse(self, token: object) -> None:
-        self._context.detach(token)  # type: ignore[arg-type]
+        detach: Callable[[Any], None] = self._context.detach
+        detach(token)
 
     # -- propagation ------------------------------------------------------------------------
 
