@@ -378,3 +378,53 @@ async def test_a_share_consumer_s_loop_gets_receive_and_process_spans(
     assert {s.parent.span_id for s in process if s.parent} == sends
     assert all((s.attributes or {})["messaging.consumer.group.name"] == group for s in process)
     assert otel.total("messaging.client.consumed.messages") >= 5
+
+
+async def test_a_share_consumer_s_acknowledgements_get_settle_spans(
+    kafka_cluster: KafkaCluster, new_topic: NewTopic, otel: Otel
+) -> None:
+    from test_share_consumer import _group
+
+    from aiostream_kafka import AcknowledgeType, ShareConsumer
+
+    bootstrap = kafka_cluster.bootstrap_servers
+    topic = await new_topic()
+    group = await _group(bootstrap)
+    async with Producer(bootstrap_servers=bootstrap, opentelemetry=False) as producer:
+        for i in range(5):
+            await producer.enqueue(topic, b"%d" % i)
+        await producer.flush()
+    async with ShareConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        acknowledgement_mode="explicit",
+        **otel.options,
+    ) as sc:
+        sc.subscribe([topic])
+        seen = 0
+        async with asyncio.timeout(60):
+            async for record in sc:
+                seen += 1
+                if record.value == b"3":
+                    sc.acknowledge(record, AcknowledgeType.REJECT)
+                else:
+                    sc.acknowledge(record)
+                if seen == 5:
+                    break
+            await sc.commit()
+    settles = otel.spans("acknowledge")
+    assert settles, "no acknowledge span"
+    attrs = [s.attributes or {} for s in settles]
+    assert all(s.kind == SpanKind.CLIENT and s.name == f"acknowledge {topic}" for s in settles)
+    assert all(a["messaging.operation.type"] == "settle" for a in attrs)
+    assert all(a["messaging.operation.name"] == "acknowledge" for a in attrs)
+    assert sum(a.get("aiostream_kafka.acknowledge.accept", 0) for a in attrs) == 4
+    assert sum(a.get("aiostream_kafka.acknowledge.reject", 0) for a in attrs) == 1
+    assert sum(a["messaging.batch.message_count"] for a in attrs) == 5
+    assert not any(s.status.status_code == StatusCode.ERROR for s in settles)
+    durations = [
+        p
+        for p in otel.points("messaging.client.operation.duration")
+        if p.attributes.get("messaging.operation.name") == "acknowledge"
+    ]
+    assert sum(p.count for p in durations) >= 1  # commit() sends a ShareAcknowledge

@@ -17,6 +17,14 @@ attribute for it, once per fetched chunk or per ``process()`` call, never per re
   ``messaging.process.duration``.
 * **commit** (settle): each OffsetCommit of the group, a ``commit`` span (kind CLIENT,
   ``commit {topic}`` when one topic) and ``messaging.client.operation.duration``.
+* **acknowledge** (settle, share consumers): each request that carries acknowledgements
+  (a ShareAcknowledge, or a ShareFetch they ride on), an ``acknowledge {topic}`` span (kind
+  CLIENT, ``acknowledge`` when several topics) from the request to its answer, with
+  ``messaging.batch.message_count`` (the records acknowledged, renewals not counted), the
+  count of each type (``aiostream_kafka.acknowledge.accept`` / ``.release`` / ``.reject`` /
+  ``.renew``) and ``error.type`` when the request failed or a partition refused them;
+  ``messaging.client.operation.duration`` for a ShareAcknowledge only (one riding on a
+  ShareFetch is answered when the fetch is, after its wait for records).
 * the gauge ``aiostream_kafka.consumer.lag``: per fetched partition, the records after the
   position.
 """
@@ -43,7 +51,7 @@ if TYPE_CHECKING:
 
     from aiostream_kafka.structs import TopicPartition
 
-__all__ = ["ConsumerTelemetry"]
+__all__ = ["ConsumerTelemetry", "Settling"]
 
 R = TypeVar("R")
 
@@ -169,6 +177,34 @@ class ConsumerTelemetry:
 
         return traced
 
+    # -- acknowledge (share consumers) -------------------------------------------------------
+
+    def settling(
+        self, acks: Mapping[TopicPartition, Mapping[int, int]], *, timed: bool
+    ) -> Settling:
+        """The settle span of a request carrying ``acks`` ({partition: {offset: type}}, the
+        wire's acknowledge type values), started now; ``timed``: also record its duration."""
+        tel = self.tel
+        topics = {tp.topic for tp in acks}
+        topic = next(iter(topics)) if len(topics) == 1 else None
+        attrs = tel.attributes("acknowledge", "settle", topic)
+        span = None
+        if tel.tracer is not None:
+            counts = [0, 0, 0, 0, 0]
+            for offsets in acks.values():
+                for kind in offsets.values():
+                    if 0 < kind < len(counts):
+                        counts[kind] += 1
+            span_attrs = dict(attrs)
+            span_attrs[semconv.BATCH_COUNT] = counts[1] + counts[2] + counts[3]
+            for kind, name in enumerate(_ACK_NAMES):
+                if name and counts[kind]:
+                    span_attrs[f"aiostream_kafka.acknowledge.{name}"] = counts[kind]
+            span = tel.start_span(
+                f"acknowledge {topic}" if topic else "acknowledge", "CLIENT", span_attrs
+            )
+        return Settling(tel, span, attrs, timed)
+
     # -- lag ---------------------------------------------------------------------------------
 
     def report_lag(self, owner: object, source: LagSource) -> None:
@@ -179,6 +215,41 @@ class ConsumerTelemetry:
     def stop_lag(self, owner: object) -> None:
         if self.tel.instruments is not None:
             self.tel.instruments.remove_lag_source(owner)
+
+
+_ACK_NAMES = ("", "accept", "release", "reject", "renew")  # by the wire's type value
+
+
+class Settling:
+    """One acknowledging request's span and duration (:meth:`ConsumerTelemetry.settling`)."""
+
+    __slots__ = ("_attrs", "_span", "_started", "_tel", "_timed")
+
+    def __init__(
+        self, tel: Telemetry, span: Span | None, attrs: dict[str, Any], timed: bool
+    ) -> None:
+        self._tel = tel
+        self._span = span
+        self._attrs = attrs
+        self._timed = timed
+        self._started = time.perf_counter()
+
+    def end(self, error: BaseException | None = None, *, refused: int = 0) -> None:
+        """The answer came (``refused``: partitions it refused, ``error`` the first
+        refusal) or the request failed (``error``)."""
+        tel = self._tel
+        span = self._span
+        if error is not None:
+            self._attrs[semconv.ERROR_TYPE] = error_type(error)
+            tel.fail_span(span, error)
+        if span is not None:
+            if refused:
+                span.set_attribute("aiostream_kafka.acknowledge.refused_partitions", refused)
+            span.end()
+        if self._timed and tel.instruments is not None:
+            tel.instruments.operation_duration.record(
+                time.perf_counter() - self._started, self._attrs
+            )
 
 
 def lag_rows(partitions: Iterable[Any], read_committed: bool) -> list[tuple[str, int, int]]:

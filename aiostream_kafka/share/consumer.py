@@ -79,7 +79,7 @@ from aiostream_kafka.config import ClientConfig
 from aiostream_kafka.consumer.errors import ConsumerStateError, RecordDeserializationError
 from aiostream_kafka.errors import ConfigError, KafkaError, KafkaTimeoutError, NetworkError
 from aiostream_kafka.net.pool import Lane
-from aiostream_kafka.otel.consumer import ConsumerTelemetry
+from aiostream_kafka.otel.consumer import ConsumerTelemetry, Settling
 from aiostream_kafka.otel.telemetry import telemetry_for
 from aiostream_kafka.protocol.messages.share_acknowledge import (
     ShareAcknowledgeRequest,
@@ -574,6 +574,7 @@ class ShareConsumer:
             offsets = acks.pop(tp)
             self._report(tp, KafkaError(f"topic {tp.topic!r} has no known id"), len(offsets))
         loop = asyncio.get_running_loop()
+        settle: Settling | None = None
         try:
             conn = await self._cluster.connection(node, Lane.FETCH)
             version = conn.version_for(ShareAcknowledgeRequest)
@@ -582,10 +583,18 @@ class ShareConsumer:
                 acks = _without_renewals(acks)
                 renewed = set()
             request = self._ack_request(acks, ids, epoch, renew=bool(renewed))
+            if self._telemetry is not None and acks:
+                settle = self._telemetry.settling(acks, timed=True)
             sent_at = loop.time()
             response = await conn.request(request, version=version)
         except (NetworkError, KafkaTimeoutError) as exc:
+            if settle is not None:
+                settle.end(exc)
             return self._request_failed(session, "ShareAcknowledge", exc, acks)
+        except BaseException as exc:  # cancelled: the span ends, the error goes on
+            if settle is not None:
+                settle.end(exc)
+            raise
         assert isinstance(response, ShareAcknowledgeResponse)
         count = sum(1 for offs in acks.values() for k in offs.values() if k != _RENEW)
         log.debug("share group %s: ShareAcknowledge to %d epoch %d: %d acks, %d renewals -> %d",
@@ -595,6 +604,8 @@ class ShareConsumer:
             error = broker_error(
                 response.error_code, f"ShareAcknowledge to broker {node}", response.error_message
             )
+            if settle is not None:
+                settle.end(error)
             self._reset(session, str(error))
             self._lost(acks, node, str(error))
             if renewed and response.error_code == 42:  # INVALID_REQUEST
@@ -606,6 +617,8 @@ class ShareConsumer:
         else:
             session.epoch = _next_epoch(session.epoch)
         failed = self._partition_errors(response.responses, ids, acks, node)
+        if settle is not None:
+            settle.end(next(iter(failed.values()), None), refused=len(failed))
         if renewed:
             lock_ms = response.acquisition_lock_timeout_ms
             deadline = sent_at + (lock_ms / 1000 if lock_ms > 0 else self._lock_s)
@@ -659,16 +672,25 @@ class ShareConsumer:
             if session.epoch == 0 or not acks:
                 self._queue_resend(acks)
                 return True
+            settle: Settling | None = None
             try:
                 conn = await self._cluster.connection(node, Lane.FETCH)
                 request = self._ack_request(acks, ids, session.epoch)
+                if self._telemetry is not None:
+                    settle = self._telemetry.settling(acks, timed=True)
                 response = await conn.request(request)
-            except (NetworkError, KafkaTimeoutError) as exc:
+            except BaseException as exc:
+                if settle is not None:
+                    settle.end(exc)
+                if not isinstance(exc, (NetworkError, KafkaTimeoutError)):
+                    raise
                 self._reset(session, f"ShareAcknowledge failed: {exc}")
                 self._queue_resend(acks)
                 return False
             assert isinstance(response, ShareAcknowledgeResponse)
             if response.error_code:
+                if settle is not None:
+                    settle.end(broker_error(response.error_code, "ShareAcknowledge (resent)"))
                 self._reset(session, f"ShareAcknowledge: error {response.error_code}")
                 self._queue_resend(acks)
                 return False
@@ -681,6 +703,8 @@ class ShareConsumer:
                 for p in t.partitions
                 if p.error_code
             }
+            if settle is not None:  # refusals are expected here (halved and sent again)
+                settle.end(refused=len(refused))
             for tp, offsets in acks.items():
                 if tp in refused:
                     # All or none per partition: one record this member no longer holds
@@ -714,11 +738,12 @@ class ShareConsumer:
         ids: dict[str, Any],
         acks: dict[TopicPartition, dict[int, int]],
         node: int,
-    ) -> set[TopicPartition]:
+    ) -> dict[TopicPartition, KafkaError]:
         """Report (and keep for the records' return) the acknowledgements of the
-        partitions a ShareFetch / ShareAcknowledge answer refused; returns those."""
+        partitions a ShareFetch / ShareAcknowledge answer refused; returns those, with
+        their errors."""
         names = {v: k for k, v in ids.items()}
-        failed: set[TopicPartition] = set()
+        failed: dict[TopicPartition, KafkaError] = {}
         for answer in responses:
             name = names.get(answer.topic_id)
             if name is None:
@@ -732,9 +757,9 @@ class ShareConsumer:
                 tp = TopicPartition(name, part.partition_index)
                 if tp not in acks:
                     continue
-                failed.add(tp)
                 message = getattr(part, "acknowledge_error_message", None) or part.error_message
                 error = broker_error(code, f"acknowledge to broker {node}", message)
+                failed[tp] = error
                 offsets = acks[tp]
                 # A moved leader: try again in its session; any other refusal (the
                 # records are not this member's any more): keep them for their return.
@@ -1018,6 +1043,7 @@ class ShareConsumer:
                 if tp.topic in ids:
                     forgotten_by_topic.setdefault(tp.topic, []).append(tp.partition)
             loop = asyncio.get_running_loop()
+            settle: Settling | None = None
             try:
                 conn = await self._cluster.connection(node, Lane.FETCH)
                 version = conn.version_for(ShareFetchRequest)
@@ -1045,16 +1071,26 @@ class ShareConsumer:
                     ],
                 )
                 timeout_ms = self.client_config.request_timeout_ms + self.config.fetch_max_wait_ms
+                if self._telemetry is not None and acks:
+                    settle = self._telemetry.settling(acks, timed=False)
                 sent_at = loop.time()
                 response = await conn.request(request, version=version, timeout_ms=timeout_ms)
             except (NetworkError, KafkaTimeoutError) as exc:
+                if settle is not None:
+                    settle.end(exc)
                 return self._request_failed(session, "ShareFetch", exc, acks)
+            except BaseException as exc:  # cancelled: the span ends, the error goes on
+                if settle is not None:
+                    settle.end(exc)
+                raise
             assert isinstance(response, ShareFetchResponse)
             self.fetches += 1
             if response.error_code:
                 error = broker_error(
                     response.error_code, f"ShareFetch to broker {node}", response.error_message
                 )
+                if settle is not None:
+                    settle.end(error)
                 self._reset(session, str(error))
                 self._lost(acks, node, str(error))
                 if response.error_code not in _SESSION_LOST:
@@ -1067,7 +1103,9 @@ class ShareConsumer:
             self.acknowledgements_sent += sum(len(a) for a in acks.values())
             if response.acquisition_lock_timeout_ms > 0:
                 self._lock_s = response.acquisition_lock_timeout_ms / 1000
-            self._partition_errors(response.responses, ids, acks, node)
+            failed = self._partition_errors(response.responses, ids, acks, node)
+            if settle is not None:
+                settle.end(next(iter(failed.values()), None), refused=len(failed))
             got = self._file(node, session, response, ids, sent_at + self._lock_s)
             self._demand.fetched(max_records, got)
             return True
