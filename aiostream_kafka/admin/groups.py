@@ -46,6 +46,7 @@ from aiostream_kafka.protocol.messages.offset_commit import (
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from aiostream_kafka.requests.offsets import (
     committed_offsets,
+    offset_commit_topics,
     offset_fetch_entries,
     offset_fetch_request,
     offset_fetch_uses_topic_ids,
@@ -333,9 +334,7 @@ class GroupCalls(OffsetCalls):
             wanted[tp] = om
         if not wanted:
             return
-        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
-        for tp, om in sorted(wanted.items()):
-            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
+        by_topic = sorted({tp.topic for tp in wanted})
 
         async def attempt() -> None:
             node = await self.find_coordinator(group_id)
@@ -344,30 +343,11 @@ class GroupCalls(OffsetCalls):
             snapshot = self.cluster.snapshot
             if version >= 10:  # topics by id (KIP-848's OffsetCommit v10)
                 snapshot = await self.cluster.ensure_fresh(set(by_topic))
-            topics = []
-            for topic, parts in by_topic.items():
-                meta = snapshot.topics.get(topic)
-                if version >= 10 and meta is None:
-                    raise ec.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-                kwargs: dict[str, object] = (
-                    {"name": topic} if version < 10 else {"topic_id": meta.topic_id}  # type: ignore[union-attr]
-                )
-                topics.append(
-                    OffsetCommitRequest.OffsetCommitRequestTopic(
-                        partitions=[
-                            OffsetCommitRequest.OffsetCommitRequestPartition(
-                                partition_index=p,
-                                committed_offset=om.offset,
-                                committed_leader_epoch=-1
-                                if om.leader_epoch is None
-                                else om.leader_epoch,
-                                committed_metadata=om.metadata,
-                            )
-                            for p, om in parts
-                        ],
-                        **kwargs,  # type: ignore[arg-type]
-                    )
-                )
+            if version >= 10:
+                for topic in by_topic:
+                    if topic not in snapshot.topics:
+                        raise ec.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            topics = offset_commit_topics(dict(sorted(wanted.items())), version, snapshot)
             # Generation -1 and no member id: a commit from outside the group, which the
             # coordinator takes only while the group has no members.
             request = OffsetCommitRequest(

@@ -34,6 +34,7 @@ from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, O
 from aiostream_kafka.requests.errors import broker_error
 from aiostream_kafka.requests.offsets import (
     committed_offsets,
+    offset_commit_topics,
     offset_fetch_entries,
     offset_fetch_request,
     offset_fetch_uses_topic_ids,
@@ -158,33 +159,11 @@ class GroupOffsets:
         node = await self._member.coordinator_node()
         conn = await self.cluster.connection(node)
         version = conn.version_for(OffsetCommitRequest)
-        by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
-        for tp, om in offsets.items():
-            by_topic.setdefault(tp.topic, []).append((tp.partition, om))
+        topic_names = {tp.topic for tp in offsets}
         snapshot = self.cluster.snapshot
-        if version >= 10 and any(t not in snapshot.topics for t in by_topic):
-            snapshot = await self.cluster.refresh(by_topic)
-        topics = []
-        for topic, parts in by_topic.items():
-            meta = snapshot.topics.get(topic)
-            kwargs: dict[str, object] = {"name": topic} if version < 10 else {
-                "topic_id": meta.topic_id if meta else None}  # fmt: skip
-            topics.append(
-                OffsetCommitRequest.OffsetCommitRequestTopic(
-                    partitions=[
-                        OffsetCommitRequest.OffsetCommitRequestPartition(
-                            partition_index=p,
-                            committed_offset=om.offset,
-                            committed_leader_epoch=-1
-                            if om.leader_epoch is None
-                            else om.leader_epoch,
-                            committed_metadata=om.metadata,
-                        )
-                        for p, om in parts
-                    ],
-                    **kwargs,  # type: ignore[arg-type]
-                )
-            )
+        if version >= 10 and any(t not in snapshot.topics for t in topic_names):
+            snapshot = await self.cluster.refresh(topic_names)
+        topics = offset_commit_topics(offsets, version, snapshot)
         epoch = self._member.generation
         request = OffsetCommitRequest(
             group_id=self.config.group_id,

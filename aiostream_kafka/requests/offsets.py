@@ -16,6 +16,9 @@ the consumer (offset resets and look-ups, ``consumer/positions.py``) and the gro
   offsets, KIP-447, from v7), :func:`offset_fetch_entries` reads the answer whatever its
   shape, and :func:`committed_offsets` names the partitions (by topic id from v10) and
   splits committed offsets from per-partition errors.
+* **OffsetCommit** (a member's commit, ``group/offsets.py``, and a commit from outside the
+  group, ``Admin.alter_consumer_group_offsets``): :func:`offset_commit_topics` builds the
+  topics of the request in the version's shape (names, or topic ids from v10).
 
 No I/O here: the callers send (the connection picks the version), retry, refresh metadata
 and gather per broker.
@@ -32,6 +35,7 @@ from aiostream_kafka.admin.types import OffsetAndMetadata, OffsetAndTimestamp
 from aiostream_kafka.cluster.metadata import ClusterSnapshot
 from aiostream_kafka.errors import KafkaError, UnsupportedVersionError
 from aiostream_kafka.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from aiostream_kafka.protocol.messages.offset_commit import OffsetCommitRequest
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from aiostream_kafka.requests.errors import broker_error
 from aiostream_kafka.structs import TopicPartition
@@ -44,10 +48,14 @@ __all__ = [
     "committed_offsets",
     "list_offsets_request",
     "list_offsets_results",
+    "offset_commit_topics",
     "offset_fetch_entries",
     "offset_fetch_request",
     "offset_fetch_uses_topic_ids",
 ]
+
+#: OffsetCommit names topics by id from v10 (KIP-848).
+_COMMIT_TOPIC_IDS_MIN_VERSION = 10
 
 #: ``isolation_level`` names and their wire values.
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
@@ -305,3 +313,42 @@ def committed_offsets(
                 entry.leader_epoch if entry.leader_epoch >= 0 else None,
             )
     return found, errors
+
+
+def offset_commit_topics(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    version: int,
+    snapshot: ClusterSnapshot,
+) -> list[OffsetCommitRequest.OffsetCommitRequestTopic]:
+    """The topics of an OffsetCommit of ``offsets`` at ``version``: by name, or from v10 by
+    topic id (a topic ``snapshot`` does not know gets no id: the broker answers
+    UNKNOWN_TOPIC_ID for it). Partitions in offset-map order within each topic."""
+    by_topic: dict[str, list[tuple[int, OffsetAndMetadata]]] = {}
+    for tp, om in offsets.items():
+        by_topic.setdefault(tp.topic, []).append((tp.partition, om))
+    by_id = version >= _COMMIT_TOPIC_IDS_MIN_VERSION
+    topics = []
+    for topic, parts in by_topic.items():
+        partitions = [
+            OffsetCommitRequest.OffsetCommitRequestPartition(
+                partition_index=p,
+                committed_offset=om.offset,
+                committed_leader_epoch=-1 if om.leader_epoch is None else om.leader_epoch,
+                committed_metadata=om.metadata,
+            )
+            for p, om in parts
+        ]
+        if by_id:
+            meta = snapshot.topics.get(topic)
+            topic_id = meta.topic_id if meta is not None else None
+            topics.append(
+                OffsetCommitRequest.OffsetCommitRequestTopic(
+                    topic_id=topic_id,  # type: ignore[arg-type]
+                    partitions=partitions,
+                )
+            )
+        else:
+            topics.append(
+                OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=partitions)
+            )
+    return topics
