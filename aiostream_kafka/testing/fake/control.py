@@ -3,7 +3,8 @@
 Examples::
 
     cluster.control.fail_next("Produce", "NOT_LEADER_OR_FOLLOWER", count=2)
-    cluster.control.delay("Fetch", 0.5)
+    cluster.control.delay("Fetch", 0.5)          # every Fetch answer, until clear()
+    cluster.control.delay("Produce", 2.0, count=1)  # the next one only
     cluster.control.drop_connections(node_id=1)
     cluster.control.move_leader("orders", 0)
     await cluster.control.stop_broker(2)
@@ -25,7 +26,12 @@ from aiostream_kafka.protocol.error_codes import ERRORS_BY_NAME
 from aiostream_kafka.protocol.messages import API_NAMES
 from aiostream_kafka.structs import Record
 from aiostream_kafka.testing.fake.server import BrokerServer
-from aiostream_kafka.testing.fake.state import ClusterState, FailRule, RequestLogEntry
+from aiostream_kafka.testing.fake.state import (
+    ClusterState,
+    DelayRule,
+    FailRule,
+    RequestLogEntry,
+)
 
 __all__ = ["Control", "api_key_of", "error_code_of"]
 
@@ -101,27 +107,24 @@ class Control:
         rule = FailRule(error_code_of(error), count, node_id)
         self._cluster.call(lambda: self._cluster.state.hooks.fail.setdefault(key, []).append(rule))
 
-    def delay(self, api: int | str, seconds: float) -> None:
-        """Hold every response of ``api`` for ``seconds`` before sending it (0: no more).
+    def delay(self, api: int | str, seconds: float, count: int | None = None) -> None:
+        """Hold the responses of ``api`` for ``seconds`` before sending them: the next
+        ``count`` of them, or every one (``count=None``) until :meth:`clear`. The request
+        is served before the wait (a Produce is written): a client that gives up on the
+        answer and retries sends a duplicate.
 
         Raises ``ValueError`` for an unknown API.
         """
         key = api_key_of(api)
-
-        def apply() -> None:
-            if seconds > 0:
-                self._cluster.state.hooks.delay_s[key] = seconds
-            else:
-                self._cluster.state.hooks.delay_s.pop(key, None)
-
-        self._cluster.call(apply)
+        rule = DelayRule(seconds, count)
+        self._cluster.call(lambda: self._cluster.state.hooks.delay.setdefault(key, []).append(rule))
 
     def clear(self) -> None:
         """Drop every failure and delay set."""
 
         def apply() -> None:
             self._cluster.state.hooks.fail.clear()
-            self._cluster.state.hooks.delay_s.clear()
+            self._cluster.state.hooks.delay.clear()
 
         self._cluster.call(apply)
 

@@ -83,6 +83,8 @@ class FetchSessionCache:
         self.capacity = capacity
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self._next_id = 1
+        #: Incremental fetches served (for tests).
+        self.incremental_fetches = 0
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -232,7 +232,7 @@ class BrokerServer:
                         version,
                     )
                     raise _Close from None
-        delay = self.state.hooks.delay_s.get(api_key, 0.0)
+        delay = self.state.hooks.take_delay(api_key)
         if delay > 0:
             await asyncio.sleep(delay)
         if response is None:

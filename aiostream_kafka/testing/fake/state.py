@@ -25,6 +25,7 @@ from aiostream_kafka.testing.fake.log import PartitionLog
 __all__ = [
     "BrokerInfo",
     "ClusterState",
+    "DelayRule",
     "FailRule",
     "Hooks",
     "Partition",
@@ -94,6 +95,14 @@ class FailRule:
     node_id: int | None = None
 
 
+@dataclass(slots=True)
+class DelayRule:
+    """Hold the next ``remaining`` responses of an API (None: all) for ``seconds``."""
+
+    seconds: float
+    remaining: int | None
+
+
 @dataclass(slots=True, frozen=True)
 class RequestLogEntry:
     """One request the fake received (``Control.requests``)."""
@@ -112,8 +121,21 @@ class Hooks:
     """What the control API set: failures and delays per API key, and the request log."""
 
     fail: dict[int, list[FailRule]] = field(default_factory=dict)
-    delay_s: dict[int, float] = field(default_factory=dict)
+    #: api key -> [seconds, responses left to delay (None: every one)]
+    delay: dict[int, list[DelayRule]] = field(default_factory=dict)
     log: deque[RequestLogEntry] = field(default_factory=lambda: deque(maxlen=REQUEST_LOG_SIZE))
+
+    def take_delay(self, api_key: int) -> float:
+        """Seconds to hold this response (and count it against the rule)."""
+        rules = self.delay.get(api_key)
+        if not rules:
+            return 0.0
+        rule = rules[0]
+        if rule.remaining is not None:
+            rule.remaining -= 1
+            if rule.remaining <= 0:
+                rules.pop(0)
+        return rule.seconds
 
     def take_failure(self, api_key: int, node_id: int) -> int | None:
         """The error code to answer this request with, if a rule applies (and count it)."""

@@ -190,6 +190,7 @@ async def fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
         session.forget(_forgotten(request, version))
         parts = list(session.partitions.values())
         full = False
+        sessions.incremental_fetches += 1
     else:
         parts = _requested(request, version)
 
