@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import struct
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -22,7 +24,7 @@ from aiostream_kafka.admin import Admin, NewTopic
 from aiostream_kafka.protocol.headers import decode_response, encode_request
 from aiostream_kafka.protocol.messages.api_versions import ApiVersionsRequest
 from aiostream_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from aiostream_kafka.testing import FakeCluster, probe
+from aiostream_kafka.testing import FakeCluster, KafkaCluster, probe
 
 T = TypeVar("T")
 
@@ -560,3 +562,65 @@ async def test_throughput_of_100_byte_records() -> None:
         f"consume {count / consumed:,.0f}/s"
     )
     assert n == count
+
+
+# -- KafkaCluster, the fixtures' source, and the CLI ------------------------------------
+
+
+async def test_kafka_cluster_env_selects_the_fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIOSTREAM_KAFKA_BROKER", "fake")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:1")  # fake wins when asked for
+    async with KafkaCluster(brokers=2) as cluster:
+        assert cluster.source == "fake"
+        assert cluster.startup_seconds is not None and cluster.startup_seconds < 1.0
+        topic = _name()
+        host, _, port = cluster.bootstrap_servers.split(",")[0].rpartition(":")
+        await probe.create_topic(cluster.bootstrap_servers, topic, 2, 1, None)
+        assert len(cluster.fake.state.topics[topic].partitions) == 2
+        await cluster.stop_broker(2)
+        brokers = await probe.metadata_brokers(host, int(port))
+        assert [b[0] for b in brokers] == [1]
+        await cluster.start_broker(2)
+        assert sorted(b[0] for b in await probe.metadata_brokers(host, int(port))) == [1, 2]
+    with pytest.raises(ValueError, match="local"):
+        KafkaCluster(tls=True)
+
+
+def test_kafka_cluster_start_blocking_serves_the_fake_from_a_thread() -> None:
+    cluster = KafkaCluster(source="fake")
+    cluster.start_blocking()
+    try:
+        host, _, port = cluster.bootstrap_servers.rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(_metadata_frame())
+            assert len(sock.recv(4, socket.MSG_WAITALL)) == 4
+    finally:
+        cluster.close_blocking()
+    with pytest.raises(RuntimeError):
+        _ = cluster.bootstrap_servers
+
+
+async def test_cli_dev_broker_fake_serves_until_interrupted() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "aiostream_kafka.cli",
+        "dev-broker",
+        "--fake",
+        "--brokers",
+        "2",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        host, _, port = line.decode().strip().split(",")[0].rpartition(":")
+        apis = await probe.api_versions(host, int(port))
+        assert 0 in apis and 1 in apis
+        proc.send_signal(signal.SIGINT)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
