@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import struct
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -29,16 +28,23 @@ from aiostream_kafka.protocol.records import MAGIC, RecordBatch, iter_batches
 from aiostream_kafka.structs import Record
 from aiostream_kafka.testing.fake import errors
 
-__all__ = ["AppendResult", "PartitionLog", "ProducerEntry", "StoredBatch"]
+__all__ = [
+    "DEFAULT_MAX_BATCH_BYTES",
+    "AppendResult",
+    "PartitionLog",
+    "ProducerEntry",
+    "StoredBatch",
+]
 
 _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _LEADER_EPOCH_AT = 12
-_MAGIC_AT = 16
 _INT32_MAX = 2**31 - 1
 #: Batches of one producer remembered per partition (Kafka's
 #: ``max.in.flight.requests.per.connection`` bound for idempotence).
 PRODUCER_BATCHES_KEPT = 5
+#: Kafka's default ``max.message.bytes`` of a topic (the largest batch it accepts).
+DEFAULT_MAX_BATCH_BYTES = 1_048_588
 
 
 @dataclass(slots=True)
@@ -134,19 +140,20 @@ class PartitionLog:
     # -- writing -----------------------------------------------------------------------
 
     def append(
-        self, records: bytes, *, leader_epoch: int, now_ms: int | None = None
+        self, records: bytes, *, leader_epoch: int, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     ) -> AppendResult:
         """Validate the batches of a Produce partition and append them.
 
         Returns an :class:`AppendResult`: ``CORRUPT_MESSAGE`` for a bad CRC or a buffer
         that is not whole batches, ``INVALID_RECORD`` for a batch that is not magic 2 or
-        whose record count disagrees with its offsets, ``OUT_OF_ORDER_SEQUENCE_NUMBER``
-        and ``INVALID_PRODUCER_EPOCH`` for idempotent producers out of step. A duplicate
-        of one of a producer's last five batches is not written again: its first offset
-        is returned with no error, as Kafka does.
+        whose record count disagrees with its offsets, ``MESSAGE_TOO_LARGE`` for a batch
+        over ``max_batch_bytes`` (the topic's ``max.message.bytes``),
+        ``OUT_OF_ORDER_SEQUENCE_NUMBER`` and ``INVALID_PRODUCER_EPOCH`` for idempotent
+        producers out of step. A duplicate of one of a producer's last five batches is not
+        written again: its first offset is returned with no error, as Kafka does.
         """
         try:
-            parsed = self._parse(records)
+            parsed = self._parse(records, max_batch_bytes)
         except CorruptRecordError as exc:
             return AppendResult(errors.CORRUPT_MESSAGE, message=str(exc))
         if isinstance(parsed, AppendResult):
@@ -188,10 +195,15 @@ class PartitionLog:
         self._notify()
         return base
 
-    def _parse(self, records: bytes) -> list[RecordBatch] | AppendResult:
+    def _parse(self, records: bytes, max_batch_bytes: int) -> list[RecordBatch] | AppendResult:
         batches: list[RecordBatch] = []
         consumed = 0
         for batch in iter_batches(records, verify_crc=True):
+            if batch.size_in_bytes > max_batch_bytes:
+                return AppendResult(
+                    errors.MESSAGE_TOO_LARGE,
+                    message=f"batch of {batch.size_in_bytes} bytes is over {max_batch_bytes}",
+                )
             if batch.magic != MAGIC:
                 return AppendResult(
                     errors.INVALID_RECORD, message=f"magic {batch.magic} is not accepted"
@@ -317,12 +329,16 @@ class PartitionLog:
         return b"".join(parts)
 
     def iter_records(self) -> Iterator[Record]:
-        """Every record of the log's data batches, in offset order (decompressed)."""
+        """Every record of the log's data batches from the log start offset, in offset
+        order (decompressed)."""
+        start = self.log_start_offset
         for stored in self.batches:
             if stored.is_control:
                 continue
             for batch in iter_batches(stored.data):
-                yield from batch.records(self.topic, self.partition)
+                for record in batch.records(self.topic, self.partition):
+                    if record.offset >= start:
+                        yield record
 
     def records(self) -> list[Record]:
         """Every record of the log's data batches (for tests)."""
@@ -360,8 +376,3 @@ class PartitionLog:
                 if record.timestamp_ms == best.max_timestamp:
                     return record.offset, record.timestamp_ms
         return best.last_offset, best.max_timestamp
-
-
-def now_ms() -> int:
-    """Wall-clock milliseconds (timestamps of the broker's own records)."""
-    return int(time.time() * 1000)

@@ -15,6 +15,7 @@ from aiostream_kafka.protocol.messages.produce import ProduceRequest, ProduceRes
 from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.context import RequestContext
 from aiostream_kafka.testing.fake.handlers.registry import serve
+from aiostream_kafka.testing.fake.log import DEFAULT_MAX_BATCH_BYTES
 from aiostream_kafka.testing.fake.state import ClusterState
 
 _TopicResponse = ProduceResponse.TopicProduceResponse
@@ -31,6 +32,13 @@ def _topic_name(state: ClusterState, name: str, topic_id: UUID, version: int) ->
         topic = state.topics_by_id.get(topic_id)
         return topic.name if topic is not None else None
     return name
+
+
+def _max_batch_bytes(configs: dict[str, str]) -> int:
+    try:
+        return int(configs.get("max.message.bytes", DEFAULT_MAX_BATCH_BYTES))
+    except ValueError:
+        return DEFAULT_MAX_BATCH_BYTES
 
 
 def _fail_produce(request: Any, version: int, code: int) -> Response:
@@ -85,8 +93,11 @@ async def produce(ctx: RequestContext, request: ProduceRequest) -> ProduceRespon
             elif data.records is None:
                 out.error_code = errors.INVALID_RECORD
             else:
+                topic = state.topics[partition.topic]
                 result = partition.log.append(
-                    bytes(data.records), leader_epoch=partition.leader_epoch
+                    bytes(data.records),
+                    leader_epoch=partition.leader_epoch,
+                    max_batch_bytes=_max_batch_bytes(topic.configs),
                 )
                 out.error_code = result.error_code
                 out.error_message = result.message
