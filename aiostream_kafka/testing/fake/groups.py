@@ -181,15 +181,12 @@ class GroupCoordinator:
                 return JoinResult(errors.MEMBER_ID_REQUIRED, new_id)
             else:
                 member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
+        elif self._fenced(group, member_id, group_instance_id):
+            return JoinResult(errors.FENCED_INSTANCE_ID, member_id)
         elif member_id in group.pending:
             group.pending.pop(member_id).cancel()
         elif member_id not in group.members:
             return JoinResult(errors.UNKNOWN_MEMBER_ID, member_id)
-        elif (
-            group_instance_id is not None
-            and group.static_members.get(group_instance_id) != member_id
-        ):
-            return JoinResult(errors.FENCED_INSTANCE_ID, member_id)
         member = group.members.get(member_id)
         is_new = member is None
         if member is None:
@@ -361,12 +358,11 @@ class GroupCoordinator:
     ) -> SyncResult:
         """Handle a SyncGroup; a follower waits for the leader's assignments."""
         group = self.groups.get(group_id)
+        if group is not None and self._fenced(group, member_id, group_instance_id):
+            return SyncResult(errors.FENCED_INSTANCE_ID)
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return SyncResult(errors.UNKNOWN_MEMBER_ID)
-        fenced = self._fenced(group, member_id, group_instance_id)
-        if fenced:
-            return SyncResult(fenced)
         if generation_id != group.generation_id:
             return SyncResult(errors.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -407,10 +403,12 @@ class GroupCoordinator:
             if waiting is not None and not waiting.done():
                 waiting.set_result(SyncResult(code))
 
-    def _fenced(self, group: Group, member_id: str, instance_id: str | None) -> int:
-        if instance_id is not None and group.static_members.get(instance_id) != member_id:
-            return errors.FENCED_INSTANCE_ID
-        return errors.NONE
+    def _fenced(self, group: Group, member_id: str, instance_id: str | None) -> bool:
+        """Whether a static member's id was replaced by a newer join of its instance id."""
+        if instance_id is None:
+            return False
+        current = group.static_members.get(instance_id)
+        return current is not None and current != member_id
 
     # -- Heartbeat and LeaveGroup ----------------------------------------------------
 
@@ -419,12 +417,11 @@ class GroupCoordinator:
     ) -> int:
         """Handle a Heartbeat; return its error code."""
         group = self.groups.get(group_id)
+        if group is not None and self._fenced(group, member_id, group_instance_id):
+            return errors.FENCED_INSTANCE_ID
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
             return errors.UNKNOWN_MEMBER_ID
-        fenced = self._fenced(group, member_id, group_instance_id)
-        if fenced:
-            return fenced
         if generation_id != group.generation_id:
             return errors.ILLEGAL_GENERATION
         if group.state == PREPARING:
@@ -517,14 +514,13 @@ class GroupCoordinator:
             return errors.UNKNOWN_MEMBER_ID if group.members else errors.NONE
         if group is None:
             return errors.ILLEGAL_GENERATION if generation_id >= 0 else errors.UNKNOWN_MEMBER_ID
+        if self._fenced(group, member_id, group_instance_id):
+            return errors.FENCED_INSTANCE_ID
         if group.state == COMPLETING:
             return errors.REBALANCE_IN_PROGRESS
         member = group.members.get(member_id)
         if member is None:
             return errors.UNKNOWN_MEMBER_ID
-        fenced = self._fenced(group, member_id, group_instance_id)
-        if fenced:
-            return fenced
         if generation_id != group.generation_id:
             return errors.ILLEGAL_GENERATION
         self._start_session_timer(group, member)
