@@ -14,19 +14,25 @@ from aiostream_kafka.errors import BrokerUnavailableError
 log = logging.getLogger("aiostream_kafka.cli")
 
 
-async def _dev_broker(brokers: int, properties: dict[str, str]) -> int:
+async def _dev_broker(brokers: int, properties: dict[str, str], fake: bool = False) -> int:
     from aiostream_kafka.testing import KafkaCluster
+    from aiostream_kafka.testing.cluster import Source
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with KafkaCluster(brokers=brokers, server_properties=properties) as cluster:
+    source: Source = "fake" if fake else "auto"
+    async with KafkaCluster(
+        brokers=brokers, server_properties=properties, source=source
+    ) as cluster:
         sys.stdout.write(f"{cluster.bootstrap_servers}\n")
         sys.stdout.flush()
+        seconds = cluster.startup_seconds or 0.0
+        took = f"{seconds * 1000:.1f}ms" if fake else f"{seconds:.1f}s"
         sys.stderr.write(
-            f"Kafka ({cluster.source}, {brokers} broker(s)) ready in "
-            f"{cluster.startup_seconds:.1f}s; press Ctrl-C to stop.\n"
+            f"Kafka ({cluster.source}, {brokers} broker(s)) ready in {took}; "
+            "press Ctrl-C to stop.\n"
         )
         await stop.wait()
         sys.stderr.write("stopping...\n")
@@ -60,6 +66,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a broker setting to override (repeatable)",
     )
+    dev.add_argument(
+        "--fake",
+        action="store_true",
+        help="serve an in-process FakeCluster (no JVM; only --brokers and a few --property "
+        "settings apply)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -69,7 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.brokers < 1:
             parser.error("--brokers must be at least 1")
         try:
-            return asyncio.run(_dev_broker(args.brokers, _parse_properties(args.property)))
+            return asyncio.run(
+                _dev_broker(args.brokers, _parse_properties(args.property), fake=args.fake)
+            )
         except BrokerUnavailableError as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 2

@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from aiostream_kafka.errors import BrokerUnavailableError
 
 if TYPE_CHECKING:
+    from aiostream_kafka.testing.fake import FakeCluster
     from aiostream_kafka.testing.local import LocalKafkaCluster
     from aiostream_kafka.testing.proxy import FaultProxy
 
 log = logging.getLogger(__name__)
 
-Source = Literal["auto", "external", "docker", "local"]
+Source = Literal["auto", "external", "docker", "local", "fake"]
 
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
-ENV_SOURCE = "AIOSTREAM_KAFKA_BROKER"  # force "docker" or "local" instead of auto-detection
+# force "docker", "local" or "fake" (the in-process FakeCluster) instead of auto-detection
+ENV_SOURCE = "AIOSTREAM_KAFKA_BROKER"
 
 
 class _Backend(Protocol):
@@ -79,7 +81,10 @@ class KafkaCluster:
     is; nothing is started, and stopping or killing brokers raises), else Docker
     (``apache/kafka`` through testcontainers) when a daemon answers, else Apache Kafka run
     from the Maven Central jars on this machine (resolved once into a per-user cache; needs
-    Java 17+ and Maven). ``AIOSTREAM_KAFKA_BROKER=local`` or ``=docker`` forces a source.
+    Java 17+ and Maven). ``AIOSTREAM_KAFKA_BROKER=local`` or ``=docker`` forces a source;
+    ``AIOSTREAM_KAFKA_BROKER=fake`` (or ``source="fake"``) serves the brokers in process
+    with :class:`~aiostream_kafka.testing.fake.FakeCluster` (no JVM; ``cluster.fake.control``
+    injects faults), also when ``KAFKA_BOOTSTRAP_SERVERS`` is set.
 
     Brokers are KRaft nodes in combined broker+controller mode listening on free loopback
     ports; every cluster has its own temporary directory, removed on exit, also when the
@@ -219,10 +224,11 @@ class KafkaCluster:
     def _pick_source(source: Source) -> Source:
         if source != "auto":
             return source
-        if os.environ.get(ENV_BOOTSTRAP):
+        forced_fake = os.environ.get(ENV_SOURCE, "").strip().lower() == "fake"
+        if os.environ.get(ENV_BOOTSTRAP) and not forced_fake:
             return "external"
         forced = os.environ.get(ENV_SOURCE, "").strip().lower()
-        if forced in ("local", "docker"):
+        if forced in ("local", "docker", "fake"):
             return forced  # type: ignore[return-value]
         from aiostream_kafka.testing.container import docker_available
 
@@ -380,6 +386,8 @@ class KafkaCluster:
             backend = ContainerKafkaCluster(
                 self.brokers, self.server_properties, start_timeout_s=self.start_timeout_s
             )
+        elif self.source == "fake":
+            backend = self._fake_backend()
         elif self.source == "local":
             from aiostream_kafka.testing.local import LocalKafkaCluster
 
@@ -418,6 +426,36 @@ class KafkaCluster:
             backend.bootstrap_servers,
             self.startup_seconds,
         )
+
+    def _fake_backend(self) -> FakeCluster:
+        """The in-process :class:`FakeCluster`, with the few broker settings it knows
+        taken from ``server_properties`` (the others are ignored)."""
+        from aiostream_kafka.testing.fake import FakeCluster
+
+        props = self.server_properties
+        return FakeCluster(
+            self.brokers,
+            auto_create_topics=props.get("auto.create.topics.enable", "false") == "true",
+            default_partitions=int(props.get("num.partitions", "1")),
+            default_replication_factor=int(props.get("default.replication.factor", "1")),
+            group_min_session_timeout_ms=int(props.get("group.min.session.timeout.ms", "6000")),
+            group_initial_rebalance_delay_ms=int(
+                props.get("group.initial.rebalance.delay.ms", "0")
+            ),
+        )
+
+    @property
+    def fake(self) -> FakeCluster:
+        """The :class:`FakeCluster` behind a cluster whose source is ``"fake"`` (its
+        ``control`` injects faults).
+
+        Raises ``RuntimeError`` for another source or before the cluster is started.
+        """
+        from aiostream_kafka.testing.fake import FakeCluster
+
+        if not isinstance(self._backend, FakeCluster):
+            raise RuntimeError("the cluster is not a started fake one (source 'fake')")
+        return self._backend
 
     async def _start_proxies(self, backend: _Backend) -> None:
         from aiostream_kafka.testing.local import HOST, LocalKafkaCluster
@@ -492,9 +530,18 @@ class KafkaCluster:
 
     # Synchronous helpers for code without a running event loop (fixtures, CLI).
     def start_blocking(self) -> None:
-        """Start the cluster from synchronous code (runs a private event loop)."""
+        """Start the cluster from synchronous code (runs a private event loop; a fake
+        cluster keeps serving from a thread of its own)."""
         if self.proxied:
             raise RuntimeError("a proxied cluster lives in one event loop: use `async with`")
+        if self.source == "fake":
+            if self._backend is not None:
+                raise RuntimeError("cluster already started")
+            fake = self._fake_backend()
+            fake.start_blocking()
+            self._backend = fake
+            self.startup_seconds = fake.startup_seconds
+            return
         asyncio.run(self.start())
 
     def close_blocking(self) -> None:

@@ -1,0 +1,27 @@
+"""The fake broker's request handlers, one module per area; importing this package fills
+:data:`~.registry.REGISTRY` (what ApiVersions advertises and the server dispatches on).
+
+* :mod:`.metadata` -- ApiVersions, Metadata, DescribeCluster, FindCoordinator
+* :mod:`.admin` -- CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
+* :mod:`.produce` -- Produce, InitProducerId
+* :mod:`.fetch` -- Fetch, ListOffsets, OffsetForLeaderEpoch
+* :mod:`.groups` -- the classic group protocol, offsets, ListGroups/DescribeGroups/DeleteGroups
+"""
+
+from __future__ import annotations
+
+from aiostream_kafka.testing.fake.handlers import admin, fetch, groups, metadata, produce
+from aiostream_kafka.testing.fake.handlers.metadata import api_versions_response
+from aiostream_kafka.testing.fake.handlers.registry import REGISTRY, ApiSpec, error_response
+
+__all__ = [
+    "REGISTRY",
+    "ApiSpec",
+    "admin",
+    "api_versions_response",
+    "error_response",
+    "fetch",
+    "groups",
+    "metadata",
+    "produce",
+]
