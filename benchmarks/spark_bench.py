@@ -13,7 +13,18 @@ Scenarios (``--scenarios read,write,stream``, run in that order; default ``read`
   runs here, the *python floor* (``benchmarks/spark_floor.py``): the same micro-batches
   of rows made in memory by a Python data source that fetches nothing, i.e. what PySpark
   itself costs any Python streaming source; the summary gives ours / floor and
-  floor / JVM.
+  floor / JVM. The *steady state* is shown beside the end-to-end figure: the rows of the
+  micro-batches after the first over the sum of their ``triggerExecution`` durations (so
+  without the query's start and its first micro-batch), per connector, with the ratios.
+* ``memory`` (opt-in, run after the others): one partition of ``--memory-records``'s
+  largest size of small records (``--memory-value-size``, 10 B), produced once with our
+  batch call, read up to each size (default 1M and 10M) into the ``noop`` sink by each
+  connector, each read in a SparkSession (a JVM) of its own after a warm-up read of 10,000
+  records; reported: the peak RSS during the read (VmHWM, reset before it through
+  ``/proc/<pid>/clear_refs``) of the Python worker that read (ours) and of the JVM (in
+  ``local`` mode the executor is the driver's JVM), and their growth from the smallest
+  size to the largest (a bounded task grows by nothing). ``--read-option KEY=VALUE``
+  passes options to our source (``maxRecordsPerArrowBatch``...).
 * ``write`` also runs the *python floor*'s writer: the same table handed to a Python
   Arrow writer that only counts its rows (PySpark's own cost of any Python sink).
 
@@ -36,8 +47,9 @@ their order reversed every other round; the figure is rows per second of the who
 (median), and the ratio ours / JVM. The machine is shared (the broker runs on it too):
 compare the ratio within one run, not absolute numbers across machines.
 
-    python benchmarks/spark_bench.py [--scenarios read,write,stream] [--records N]
+    python benchmarks/spark_bench.py [--scenarios read,write,stream,memory] [--records N]
                                      [--partitions P] [--rounds R] [--bootstrap-servers B]
+                                     [--memory-records 1000000,10000000]
 
 Without ``--bootstrap-servers`` an embedded broker is started
 (``aiostream_kafka.testing.KafkaCluster``). Results are printed (``--output FILE`` also
@@ -285,6 +297,17 @@ class Run:
     #: streaming only: seconds per phase of the micro-batches (their ``durationMs`` keys
     #: other than ``triggerExecution``, summed over the micro-batches).
     phases: dict[str, float] | None = None
+    #: streaming only: the micro-batches after the first (the steady state): their rows
+    #: and seconds (the sum of their ``triggerExecution`` durations).
+    steady_rows: int | None = None
+    steady_seconds: float | None = None
+
+    @property
+    def steady_rate(self) -> float | None:
+        """Rows per second of the micro-batches after the first (None: fewer than two)."""
+        if not self.steady_rows or not self.steady_seconds:
+            return None
+        return self.steady_rows / self.steady_seconds
 
 
 class Scenario:
@@ -402,7 +425,16 @@ class StreamScenario(Scenario):
                 if key != "triggerExecution":
                     phases[key] = phases.get(key, 0.0) + ms / 1000
         rows = self.spark.read.parquet(str(out)).count()
-        return Run(elapsed, rows, inside, len(progress), phases)
+        steady = progress[1:]
+        return Run(
+            elapsed,
+            rows,
+            inside,
+            len(progress),
+            phases,
+            steady_rows=sum(p["numInputRows"] for p in steady),
+            steady_seconds=sum(p["durationMs"].get("triggerExecution", 0) for p in steady) / 1000,
+        )
 
 
 class WriteScenario(Scenario):
@@ -489,6 +521,227 @@ async def count_records(bootstrap: str, topic: str) -> int:
 
 SCENARIOS = {"read": ReadScenario, "write": WriteScenario, "stream": StreamScenario}
 
+# -- memory (opt-in: --scenarios memory) ------------------------------------------------------
+
+#: The scenario run apart from the others: a fresh SparkSession (JVM) per measurement.
+MEMORY = "memory"
+
+
+def _status_kb(pid: int, field: str) -> int | None:
+    """``field`` (VmHWM, VmRSS) of ``/proc/<pid>/status`` in kB; None when gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _children() -> dict[int, list[int]]:
+    """Every process's children (from ``/proc/*/stat``)."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def spark_processes(root: int) -> tuple[list[int], list[int]]:
+    """The JVM(s) under the gateway process ``root`` (itself included) and the Python
+    workers Spark forked (children of its ``pyspark.daemon``, or plain workers)."""
+    tree = _children()
+    jvms: list[int] = []
+    workers: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(tree.get(pid, []))
+        cmd = _cmdline(pid)
+        if "java" in cmd.split(" ", 1)[0]:
+            jvms.append(pid)
+        elif "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+            if "pyspark.daemon" in cmd and any(
+                "pyspark.daemon" in _cmdline(c) for c in tree.get(pid, [])
+            ):
+                continue  # the daemon itself forks the workers and reads nothing
+            workers.append(pid)
+    return jvms, workers
+
+
+def _reset_peaks(pids: list[int]) -> None:
+    """Start each process's VmHWM again from its current RSS (Linux ``clear_refs``)."""
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+
+
+def memory_child(params: dict[str, Any]) -> dict[str, Any]:
+    """One measurement in a fresh SparkSession: a warm-up read of 10,000 records with the
+    connector (the Python workers and the connector's classes start), the peaks reset, the
+    read of ``[0, records)`` of partition 0 into the ``noop`` sink, then each process's
+    peak RSS (VmHWM) and RSS before the read."""
+    spark = spark_session(params["cores"], params["jars"])
+    try:
+        gateway = spark.sparkContext._gateway.proc.pid
+
+        def read(end: int) -> float:
+            started = time.monotonic()
+            options = {
+                "kafka.bootstrap.servers": params["bootstrap"],
+                "assign": json.dumps({params["topic"]: [0]}),
+                "startingOffsets": "earliest",
+                "endingOffsets": json.dumps({params["topic"]: {"0": end}}),
+                **params["options"],
+            }
+            spark.read.format(params["format"]).options(**options).load().write.format("noop").mode(
+                "overwrite"
+            ).save()
+            return time.monotonic() - started
+
+        read(10_000)
+        jvms, workers = spark_processes(gateway)
+        before = {pid: _status_kb(pid, "VmRSS") for pid in jvms + workers}
+        _reset_peaks(jvms + workers)
+        seconds = read(params["records"])
+        jvms, workers = spark_processes(gateway)  # a worker may have been forked meanwhile
+
+        def peak(pids: list[int]) -> dict[str, int] | None:
+            found = [(_status_kb(p, "VmHWM"), before.get(p), p) for p in pids]
+            found = [f for f in found if f[0] is not None]
+            if not found:
+                return None
+            hwm, rss, pid = max(found, key=lambda f: f[0] or 0)
+            return {"pid": pid, "peak_kb": hwm or 0, "rss_before_kb": rss or 0}
+
+        return {
+            "seconds": seconds,
+            "jvm": peak(jvms),
+            # the JVM connector reads in the JVM (a Python process Spark may start for
+            # its data source lookup reads nothing)
+            "python_worker": peak(workers) if params["format"] != "kafka" else None,
+            "python_workers": len(workers),
+        }
+    finally:
+        spark.stop()
+
+
+async def _produce_small(bootstrap: str, topic: str, records: int, value_size: int) -> None:
+    """``records`` keyless records into partition 0, with our batch call."""
+    value = b"v" * value_size
+    step = 200_000
+    async with Producer(bootstrap_servers=bootstrap, linger_ms=5, batch_size=1 << 20) as p:
+        for done in range(0, records, step):
+            await p.send_batch(topic, [value] * min(step, records - done), partition=0)
+
+
+def measure_memory(
+    bootstrap: str, args: argparse.Namespace, jars: list[str], connectors: dict[str, str]
+) -> dict[str, Any]:
+    """The memory scenario: one partition of ``max(--memory-records)`` small records,
+    read up to each size by each connector, each read in a SparkSession (a JVM) of its
+    own; prints and returns the peaks."""
+    sizes = sorted(int(n) for n in args.memory_records.split(","))
+    topic = f"spark-bench-mem-{uuid.uuid4().hex[:8]}"
+    asyncio.run(create_topic(bootstrap, topic, 1))
+    started = time.monotonic()
+    asyncio.run(_produce_small(bootstrap, topic, sizes[-1], args.memory_value_size))
+    print(
+        f"memory: produced {sizes[-1]:,} records of {args.memory_value_size} B to one "
+        f"partition in {time.monotonic() - started:.1f}s",
+        flush=True,
+    )
+    options = dict(option.split("=", 1) for option in args.read_option)
+    # the child (and Spark's Python workers) import this checkout's aiostream_kafka
+    path = [str(Path(__file__).resolve().parents[1]), *filter(None, [os.getenv("PYTHONPATH")])]
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        for name, fmt in connectors.items():
+            for size in sizes:
+                params = {
+                    "cores": args.cores,
+                    "jars": jars,
+                    "bootstrap": bootstrap,
+                    "topic": topic,
+                    "format": fmt,
+                    "records": size,
+                    "options": options if fmt == "aiostream_kafka" else {},
+                }
+                out = subprocess.run(
+                    [sys.executable, __file__, "--memory-child", json.dumps(params)],
+                    env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                    check=False,
+                )
+                lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+                if out.returncode != 0 or not lines:
+                    raise RuntimeError(f"memory run of {name} failed:\n{out.stderr[-3000:]}")
+                run = json.loads(lines[-1])
+                results.setdefault(name, {})[str(size)] = run
+                print(_memory_line(name, size, run), flush=True)
+    finally:
+        with contextlib.suppress(Exception):
+            asyncio.run(delete_topics(bootstrap, [topic]))
+    return {"records": sizes, "value_size": args.memory_value_size, "runs": results}
+
+
+def _mb(kb: int | None) -> str:
+    return "-" if kb is None else f"{kb / 1024:,.0f}"
+
+
+def _memory_line(name: str, size: int, run: dict[str, Any]) -> str:
+    rate = size / run["seconds"]
+    text = f"memory {name:<16} {size:>11,} records {run['seconds']:6.2f}s {rate:>10,.0f} rows/s"
+    for label in ("python_worker", "jvm"):
+        p = run[label]
+        if p is not None:
+            text += (
+                f"  {label.replace('_', ' ')} peak {_mb(p['peak_kb'])} MB"
+                f" (before {_mb(p['rss_before_kb'])})"
+            )
+    return text
+
+
+def print_memory(memory: dict[str, Any]) -> None:
+    """The peaks per connector and size, and their growth from the smallest size."""
+    sizes = memory["records"]
+    print(
+        f"\nmemory: one partition of {sizes[-1]:,} records of {memory['value_size']} B read "
+        "to each size into the noop sink, a SparkSession each; peak RSS (VmHWM, reset "
+        "before the read) in MB"
+    )
+    print(f"{'connector':<16} {'records':>11} {'python worker':>14} {'JVM':>8}")
+    for name, runs in memory["runs"].items():
+        for size in sizes:
+            run = runs[str(size)]
+            worker = run["python_worker"]["peak_kb"] if run["python_worker"] else None
+            jvm = run["jvm"]["peak_kb"] if run["jvm"] else None
+            print(f"{name:<16} {size:>11,} {_mb(worker):>14} {_mb(jvm):>8}")
+        first, last = runs[str(sizes[0])], runs[str(sizes[-1])]
+        growth = []
+        for label in ("python_worker", "jvm"):
+            if first[label] and last[label]:
+                delta = last[label]["peak_kb"] - first[label]["peak_kb"]
+                growth.append(f"{label.replace('_', ' ')} {delta / 1024:+,.0f} MB")
+        print(f"{name:<16} growth {sizes[0]:,} -> {sizes[-1]:,}: {', '.join(growth)}")
+
 
 def _line(scenario: str, label: str, name: str, run: Run) -> str:
     rate = run.rows / run.seconds
@@ -496,6 +749,8 @@ def _line(scenario: str, label: str, name: str, run: Run) -> str:
     if run.batch_seconds is not None:
         outside = run.seconds - run.batch_seconds
         text += f"  ({run.batches} micro-batches {run.batch_seconds:.2f}s, outside {outside:.2f}s)"
+    if run.steady_rate is not None:
+        text += f"\n{'':8}steady state (after micro-batch 1): {run.steady_rate:,.0f} rows/s"
     if run.phases:
         text += (
             "\n"
@@ -504,6 +759,16 @@ def _line(scenario: str, label: str, name: str, run: Run) -> str:
             + ", ".join(f"{key} {seconds:.2f}s" for key, seconds in sorted(run.phases.items()))
         )
     return text
+
+
+def _steady_rates(runs: dict[str, list[Run]]) -> dict[str, float]:
+    """Per connector, the median over its rounds of the steady-state rows/s (streams)."""
+    rates: dict[str, float] = {}
+    for name, rs in runs.items():
+        found = [r.steady_rate for r in rs if r.steady_rate is not None]
+        if found:
+            rates[name] = statistics.median(found)
+    return rates
 
 
 def measure(
@@ -577,11 +842,34 @@ def main() -> int:
         "kafka.batch.size=262144 to compare the connectors at one batch size",
     )
     parser.add_argument("--output", default=None, help="also write the results as JSON here")
+    parser.add_argument(
+        "--memory-records",
+        default="1000000,10000000",
+        help="the memory scenario's read sizes (comma-separated; one partition of the largest)",
+    )
+    parser.add_argument(
+        "--memory-value-size", type=int, default=10, help="the memory scenario's value size"
+    )
+    parser.add_argument(
+        "--read-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option given to our source in the memory scenario (repeatable), e.g. "
+        "maxRecordsPerArrowBatch=10000",
+    )
+    parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_child is not None:  # one measurement of the memory scenario
+        print(json.dumps(memory_child(json.loads(args.memory_child))), flush=True)
+        return 0
     names = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = [s for s in names if s not in SCENARIOS]
+    unknown = [s for s in names if s not in SCENARIOS and s != MEMORY]
     if unknown or not names:
-        parser.error(f"unknown scenarios {unknown}: choose among {', '.join(SCENARIOS)}")
+        parser.error(f"unknown scenarios {unknown}: choose among {', '.join([*SCENARIOS, MEMORY])}")
+    memory_wanted = MEMORY in names
+    names = [s for s in names if s != MEMORY]
+    memory: dict[str, Any] | None = None
 
     with broker(args.bootstrap_servers) as bootstrap:
         topic = f"spark-bench-{uuid.uuid4().hex[:8]}"
@@ -611,33 +899,39 @@ def main() -> int:
             print(f"JVM connector unavailable ({exc}): measuring ours only", flush=True)
             jars = []
             del connectors["jvm kafka"]
-        session_started = time.monotonic()
-        spark = spark_session(args.cores, jars)
-        register_floor(spark)
-        print(f"SparkSession started in {time.monotonic() - session_started:.1f}s", flush=True)
         results: dict[str, tuple[dict[str, Run], dict[str, list[Run]]]] = {}
-        try:
-            with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp_dir:
-                tmp = Path(tmp_dir)
-                warm_up(spark, tmp / "warm-up")
-                for name in names:
-                    scenario = SCENARIOS[name](spark, bootstrap, args, tmp, topic)
-                    try:
-                        results[name] = measure(scenario, connectors, args.rounds, args.records)
-                    finally:
-                        scenario.close()
-        finally:
-            spark.stop()
-            if needs_topic:
-                with contextlib.suppress(Exception):
-                    asyncio.run(delete_topics(bootstrap, [topic]))
+        if names:
+            session_started = time.monotonic()
+            spark = spark_session(args.cores, jars)
+            register_floor(spark)
+            print(f"SparkSession started in {time.monotonic() - session_started:.1f}s", flush=True)
+            try:
+                with tempfile.TemporaryDirectory(prefix="spark-bench-") as tmp_dir:
+                    tmp = Path(tmp_dir)
+                    warm_up(spark, tmp / "warm-up")
+                    for name in names:
+                        scenario = SCENARIOS[name](spark, bootstrap, args, tmp, topic)
+                        try:
+                            results[name] = measure(scenario, connectors, args.rounds, args.records)
+                        finally:
+                            scenario.close()
+            finally:
+                spark.stop()
+                if needs_topic:
+                    with contextlib.suppress(Exception):
+                        asyncio.run(delete_topics(bootstrap, [topic]))
+        if memory_wanted:  # after the shared session is gone: a JVM per measurement
+            memory = measure_memory(bootstrap, args, jars, connectors)
 
-    print()
-    print(
-        f"{args.records:,} records of {args.value_size} B, {args.partitions} partitions, "
-        f"local[{args.cores}], median of {args.rounds} rounds"
-    )
-    print(f"{'scenario':<8} {'connector':<16} {'median s':>9} {'rows/s':>12} {'cold s':>8}")
+    if memory is not None:
+        print_memory(memory)
+    if results:
+        print()
+        print(
+            f"{args.records:,} records of {args.value_size} B, {args.partitions} partitions, "
+            f"local[{args.cores}], median of {args.rounds} rounds"
+        )
+        print(f"{'scenario':<8} {'connector':<16} {'median s':>9} {'rows/s':>12} {'cold s':>8}")
     summary: dict[str, Any] = {}
     for name, (cold, runs) in results.items():
         rates = {
@@ -671,6 +965,26 @@ def main() -> int:
                 floor_ratios["floor_to_jvm"] = floor / rates["jvm kafka"]
                 text += f"; python floor / JVM connector: {floor_ratios['floor_to_jvm']:.2f}"
             print(f"{name:<8} {text}")
+        steady = _steady_rates(runs)
+        steady_ratios: dict[str, float] = {}
+        if steady:
+            print(
+                f"{name:<8} steady state (micro-batches after the first, median rows/s): "
+                + ", ".join(f"{c} {r:,.0f}" for c, r in steady.items())
+            )
+            pairs = [
+                ("ours_to_jvm", "aiostream_kafka", "jvm kafka"),
+                ("floor_to_jvm", "python floor", "jvm kafka"),
+                ("ours_to_floor", "aiostream_kafka", "python floor"),
+            ]
+            for key, a, b in pairs:
+                if a in steady and b in steady:
+                    steady_ratios[key] = steady[a] / steady[b]
+            print(
+                f"{name:<8} steady state: "
+                + "; ".join(f"{k.replace('_to_', ' / ')} {v:.2f}" for k, v in steady_ratios.items())
+                + (f" (end to end: ours / jvm {ratio:.2f})" if ratio is not None else "")
+            )
         summary[name] = {
             "seconds": {c: [r.seconds for r in rs] for c, rs in runs.items()},
             "micro_batch_seconds": {c: [r.batch_seconds for r in rs] for c, rs in runs.items()},
@@ -680,6 +994,12 @@ def main() -> int:
             "ratio_ours_to_jvm": ratio,
             **{f"ratio_{k}": v for k, v in floor_ratios.items()},
         }
+        if steady:
+            summary[name]["steady_rows_per_s"] = {
+                c: [r.steady_rate for r in rs] for c, rs in runs.items()
+            }
+            summary[name]["steady_median_rows_per_s"] = steady
+            summary[name].update({f"steady_ratio_{k}": v for k, v in steady_ratios.items()})
     result = {
         "benchmark": "spark",
         "scenarios": names,
@@ -695,6 +1015,7 @@ def main() -> int:
         "jvm_jars": jar_names,
         "rounds": args.rounds,
         "results": summary,
+        "memory": memory,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
     if args.output:

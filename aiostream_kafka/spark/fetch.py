@@ -19,6 +19,18 @@ Per response, as the consumer's fetcher does (``aiostream_kafka/consumer/fetcher
 The next Fetch is sent before the current response is decoded, so the broker prepares it
 meanwhile.
 
+Memory: a task holds at most two Fetch responses (the one being decoded and the next,
+requested ahead; each at most ``kafka.max.partition.fetch.bytes``, 8 MiB by default, or
+one record batch when a batch is larger: the broker always returns a whole first batch)
+and two Arrow batches (the one Spark is taking and the one being decoded). Each response
+is decoded in runs of consecutive Kafka batches of at most ``maxRecordsPerArrowBatch``
+records (32,768) and ``maxBytesPerArrowBatch`` bytes of records sections, decompressed
+(8 MiB), one Arrow batch per run, decompressed and decoded only as Spark takes the
+batches; the decoder's temporaries (a few hundred bytes a record) are per run too. A Kafka
+batch alone over the bytes limit is decoded whole (it decompresses whole). So what a task
+holds does not depend on how many records its range has: at most
+:func:`task_memory_bound` (57 MiB with the defaults), and much less with small records.
+
 Errors per partition: a leader change (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, ...)
 applies the response's KIP-951 hint or refreshes the metadata, then fetches again from the
 same position; OFFSET_OUT_OF_RANGE is data loss (records before the log start were
@@ -36,8 +48,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -60,7 +72,7 @@ from . import columns
 from .arrow import arrow_schema
 from .offsets import data_loss
 
-__all__ = ["RangeFetcher"]
+__all__ = ["DECODE_BYTES_PER_RECORD", "RangeFetcher", "task_memory_bound"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +83,34 @@ _TOPIC_ERRORS = ec.TOPIC_GONE_CODES
 #: Fetch long-poll wait; three empty polls at a log end short of the range = data loss.
 _MAX_WAIT_MS = 500
 _STALLS_AT_END = 3
+#: Defaults of ``kafka.max.partition.fetch.bytes`` and ``kafka.fetch.max.bytes``.
+_PARTITION_MAX_BYTES = 8 << 20
+_FETCH_MAX_BYTES = 64 << 20
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+T = TypeVar("T")
+
+#: What decoding costs a record, at most, beside its keys, values and headers: the
+#: decoder's numpy temporaries (positions, lengths, views) and the Arrow columns made of
+#: them (offset, timestamp, type, partition, topic, the binary offsets).
+DECODE_BYTES_PER_RECORD = 400
+
+
+def task_memory_bound(opts: Any) -> int:
+    """The most a task reading one range holds at once, in bytes, beyond its worker's own
+    (the module doc says what): two Fetch responses of ``kafka.max.partition.fetch.bytes``
+    (capped by ``kafka.fetch.max.bytes``) and two Arrow batches of
+    ``maxBytesPerArrowBatch`` bytes and ``maxRecordsPerArrowBatch`` records at
+    :data:`DECODE_BYTES_PER_RECORD`. A single record batch larger than these counts in
+    their place; this does not count it."""
+    consumer = dict(opts.kafka.consumer)
+    response = min(
+        int(consumer.get("max_partition_fetch_bytes", _PARTITION_MAX_BYTES)),
+        int(consumer.get("fetch_max_bytes", _FETCH_MAX_BYTES)),
+    )
+    arrow = opts.max_bytes_per_arrow_batch
+    arrow += opts.max_records_per_arrow_batch * DECODE_BYTES_PER_RECORD
+    return int(2 * response + 2 * arrow)
 
 
 class _Retry(KafkaError):
@@ -102,8 +141,10 @@ class RangeFetcher:
         self.start = start
         self.end = end
         consumer = dict(opts.kafka.consumer)
-        self.partition_max_bytes = int(consumer.get("max_partition_fetch_bytes", 8 << 20))
-        self.max_bytes = int(consumer.get("fetch_max_bytes", 64 << 20))
+        self.partition_max_bytes = int(
+            consumer.get("max_partition_fetch_bytes", _PARTITION_MAX_BYTES)
+        )
+        self.max_bytes = int(consumer.get("fetch_max_bytes", _FETCH_MAX_BYTES))
         self.min_bytes = int(consumer.get("fetch_min_bytes", 1))
         self.max_wait_ms = min(int(consumer.get("fetch_max_wait_ms", _MAX_WAIT_MS)), _MAX_WAIT_MS)
         self.check_crcs = bool(consumer.get("check_crcs", True))
@@ -112,6 +153,8 @@ class RangeFetcher:
         self.include_headers = bool(opts.include_headers)
         self.fail = bool(opts.fail_on_data_loss)
         self.schema = arrow_schema(self.include_headers)
+        self.max_records = int(opts.max_records_per_arrow_batch)
+        self.max_record_bytes = int(opts.max_bytes_per_arrow_batch)
         try:
             self.config = ClientConfig(
                 bootstrap_servers=opts.kafka.bootstrap_servers, **opts.kafka.client_kwargs()
@@ -128,7 +171,8 @@ class RangeFetcher:
     # -- the loop ---------------------------------------------------------------------------
 
     async def batches(self) -> AsyncGenerator[pa.RecordBatch, None]:
-        """The range's records, one Arrow batch per Fetch response with records."""
+        """The range's records as Arrow batches: those of each Fetch response with records,
+        in runs bounded by the options (:meth:`arrow_batches`)."""
         tp = self.tp
         timeout_s = self.opts.poll_timeout_ms / 1000
         backoff_s = self.config.retry_backoff_ms / 1000
@@ -184,9 +228,13 @@ class RangeFetcher:
                         self._send(self.position), name="fetch", crash=Crash.AWAITED
                     )
                 if kept:
-                    batch = self._to_arrow(kept, low)
-                    if batch is not None:
+                    batches = self.arrow_batches(kept, low)
+                    # Only the runs left to decode keep the response's buffer alive: while
+                    # the next one is awaited, this one is gone (two responses at most).
+                    del kept, response
+                    for batch in batches:
                         yield batch
+                    del batches
         finally:
             # The prefetched answer is not needed any more.
             await scope.aclose()
@@ -433,14 +481,45 @@ class RangeFetcher:
 
     # -- decoding -----------------------------------------------------------------------------
 
-    def _to_arrow(self, kept: list[RecordBatch], low: int) -> pa.RecordBatch | None:
+    def arrow_batches(self, kept: list[RecordBatch], low: int) -> Iterator[pa.RecordBatch]:
         """The records of ``kept`` from offset ``low`` (the fetch position) and before
-        ``end`` as one Arrow batch (None if there are none)."""
+        ``end`` as Arrow batches of at most ``max_records`` records each, made from runs of
+        consecutive Kafka batches of at most ``max_records`` records and ``max_record_bytes``
+        bytes of records sections (decompressed; the compressed size without the numpy
+        decoder). A Kafka batch larger than that is decoded alone (a batch decompresses
+        whole) and handed out in slices of ``max_records``. The batches are decompressed
+        and decoded one run at a time, as the caller takes them."""
+        if columns.available():
+            limit = DEFAULT_MAX_DECOMPRESSED_BYTES
+            segments = (columns.Segment.of(b, limit) for b in kept)
+            runs: Iterator[list[Any]] = _runs(
+                segments, lambda s: s.count, lambda s: len(s.payload), self
+            )
+        else:
+            runs = _runs(kept, lambda b: b.record_count, lambda b: b.size_in_bytes, self)
+        step = self.max_records
+        for run in runs:
+            batch = self._to_arrow(run, low)
+            del run
+            if batch is None:
+                continue
+            if batch.num_rows <= step:
+                yield batch
+                continue
+            for at in range(0, batch.num_rows, step):
+                yield batch.slice(at, step)
+
+    def _to_arrow(self, run: list[Any], low: int) -> pa.RecordBatch | None:
+        """The records of ``run`` (Kafka batches, or their segments with the numpy decoder)
+        from offset ``low`` and before ``end`` as one Arrow batch (None if there are none)."""
         max_bytes = DEFAULT_MAX_DECOMPRESSED_BYTES
         if columns.available():
-            cols = columns.decode_segments(
-                [columns.Segment.of(b, max_bytes) for b in kept], self.include_headers
-            )
+            segments = [
+                b if isinstance(b, columns.Segment) else columns.Segment.of(b, max_bytes)
+                for b in run
+            ]
+            cols = columns.decode_segments(segments, self.include_headers)
+            del segments
             offsets = pa.array(cols.offsets, pa.int64())
             timestamps = pa.array(cols.timestamps, pa.int64())
             ts_types = pa.array(cols.timestamp_types, pa.int32())
@@ -453,7 +532,7 @@ class RangeFetcher:
             v: list[bytes | None] = []
             h: list[Any] = []
             tt: list[int] = []
-            for b in kept:
+            for b in run:
                 bo, bt, bk, bv, bh = decode_columns(b, max_decompressed_bytes=max_bytes)
                 o += bo
                 t += bt
@@ -509,6 +588,29 @@ class RangeFetcher:
         if last >= self.end:
             hi = n - int(pc.sum(pc.greater_equal(offsets, self.end)).as_py() or 0)
         return lo, hi
+
+
+def _runs(
+    items: Iterable[T],
+    count: Callable[[T], int],
+    size: Callable[[T], int],
+    limits: RangeFetcher,
+) -> Iterator[list[T]]:
+    """``items`` in runs of consecutive items of at most ``limits.max_records`` records
+    (``count``) and ``limits.max_record_bytes`` bytes (``size``) together; an item over
+    either limit is a run of its own. Items are taken as the runs are (lazily)."""
+    run: list[T] = []
+    records = nbytes = 0
+    for item in items:
+        n, b = count(item), size(item)
+        if run and (records + n > limits.max_records or nbytes + b > limits.max_record_bytes):
+            yield run
+            run, records, nbytes = [], 0, 0
+        run.append(item)
+        records += n
+        nbytes += b
+    if run:
+        yield run
 
 
 def _headers_array(headers: list[Any], count: int, type_: pa.DataType) -> pa.Array:

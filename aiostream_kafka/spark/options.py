@@ -28,6 +28,8 @@ from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.structs import TopicPartition
 
 __all__ = [
+    "DEFAULT_MAX_BYTES_PER_ARROW_BATCH",
+    "DEFAULT_MAX_RECORDS_PER_ARROW_BATCH",
     "EARLIEST",
     "LATEST",
     "KafkaClientOptions",
@@ -406,7 +408,15 @@ _SOURCE_OPTIONS = {
     "groupidprefix",
     "maxrecordsperpartition",
     "commitoffsetstogroup",
+    "maxrecordsperarrowbatch",
+    "maxbytesperarrowbatch",
 }
+
+#: Defaults of ``maxRecordsPerArrowBatch`` and ``maxBytesPerArrowBatch``: what one Arrow
+#: batch a task hands Spark holds at most (records; bytes of keys, values and headers
+#: decompressed), unless one Kafka record batch alone is more bytes (it is decoded whole).
+DEFAULT_MAX_RECORDS_PER_ARROW_BATCH = 32_768
+DEFAULT_MAX_BYTES_PER_ARROW_BATCH = 8 << 20
 
 #: The built-in source's default ``groupIdPrefix``.
 DEFAULT_GROUP_ID_PREFIX = "spark-kafka-source"
@@ -460,6 +470,10 @@ class SourceOptions:
     #: ``commitOffsetsToGroup``: the consumer group each finished micro-batch's end
     #: offsets are committed to (see :func:`group_for`), or None (the default: none).
     commit_group: str | None = None
+    #: ``maxRecordsPerArrowBatch`` / ``maxBytesPerArrowBatch``: the most records and bytes
+    #: of record data (decompressed) in one Arrow batch of a task (see ``spark.fetch``).
+    max_records_per_arrow_batch: int = DEFAULT_MAX_RECORDS_PER_ARROW_BATCH
+    max_bytes_per_arrow_batch: int = DEFAULT_MAX_BYTES_PER_ARROW_BATCH
 
     def check_batch(self) -> None:
         """Raise :class:`ConfigError` for options a batch read cannot use (as the built-in
@@ -708,6 +722,14 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
     poll_timeout = _positive(
         "kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms", "120000")
     )
+    arrow_records = _positive(
+        "maxRecordsPerArrowBatch",
+        opts.get("maxrecordsperarrowbatch", str(DEFAULT_MAX_RECORDS_PER_ARROW_BATCH)),
+    )
+    arrow_bytes = _positive(
+        "maxBytesPerArrowBatch",
+        opts.get("maxbytesperarrowbatch", str(DEFAULT_MAX_BYTES_PER_ARROW_BATCH)),
+    )
     commit_group = None
     if _parse_bool("commitOffsetsToGroup", opts.get("commitoffsetstogroup", "false")):
         prefix = opts.get("groupidprefix", DEFAULT_GROUP_ID_PREFIX).strip()
@@ -732,6 +754,8 @@ def parse_source_options(options: Mapping[str, str]) -> SourceOptions:
         include_headers=_parse_bool("includeHeaders", opts.get("includeheaders", "false")),
         poll_timeout_ms=poll_timeout,
         commit_group=commit_group,
+        max_records_per_arrow_batch=arrow_records,
+        max_bytes_per_arrow_batch=arrow_bytes,
     )
 
 

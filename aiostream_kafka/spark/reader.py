@@ -289,7 +289,8 @@ def _clients_key(opts: SourceOptions) -> str:
 
 def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     """Yield the records ``[part.start, part.end)`` of one partition as Arrow batches
-    (one per Fetch response; see :mod:`.fetch`), on the worker's kept connections
+    (at most ``maxRecordsPerArrowBatch`` records each, a bounded number of them held at a
+    time: see :mod:`.fetch`), on the worker's kept connections
     (:class:`WorkerClients`).
 
     Raises:

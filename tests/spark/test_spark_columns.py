@@ -203,3 +203,63 @@ def _pd(data: bytes) -> FetchResponse.PartitionData:
     return FetchResponse.PartitionData(
         partition_index=0, high_watermark=10_000, last_stable_offset=10_000, records=data
     )
+
+
+def _offsets(f: RangeFetcher, data: bytes, low: int) -> list[list[int]]:
+    """The offsets of each Arrow batch ``f`` makes of one response of ``data``."""
+    kept = f._filter(data, _pd(data))
+    return [b.column("offset").to_pylist() for b in f.arrow_batches(kept, low)]
+
+
+@pytest.mark.parametrize("numpy_decoder", [True, False])
+def test_a_response_is_decoded_in_runs_within_the_arrow_batch_limits(
+    numpy_decoder: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if numpy_decoder and not columns.available():
+        pytest.skip("pyarrow without binary_view casts")
+    monkeypatch.setattr(columns, "available", lambda: numpy_decoder)
+    # 12 Kafka batches of 10 records, values of 100 bytes: records sections ~1.2 KB each
+    data = b"".join(_hundreds(10 * i) for i in range(12))
+    by_records = _fetcher(5, 115, maxRecordsPerArrowBatch="25")
+    runs = _offsets(by_records, data, 5)
+    # runs of two Kafka batches (20 records <= 25); the first and last cut by the range
+    assert [len(r) for r in runs] == [15, 20, 20, 20, 20, 15]
+    assert [o for r in runs for o in r] == list(range(5, 115))
+    by_bytes = _fetcher(0, 120, maxBytesPerArrowBatch="3000")
+    runs = _offsets(by_bytes, data, 0)
+    assert [len(r) for r in runs] == [20] * 6  # two ~1.2 KB sections fit 3000 bytes, not three
+    assert [o for r in runs for o in r] == list(range(120))
+    # a Kafka batch over the limits is decoded alone, handed out in slices of the records limit
+    tiny = _fetcher(0, 120, maxRecordsPerArrowBatch="4", maxBytesPerArrowBatch="1")
+    runs = _offsets(tiny, data, 0)
+    assert [len(r) for r in runs] == [4, 4, 2] * 12
+    assert [o for r in runs for o in r] == list(range(120))
+    assert tiny.read == 120
+
+
+def _hundreds(base_offset: int) -> bytes:
+    builder = RecordBatchBuilder(LIMIT)
+    for i in range(10):
+        builder.append(None, b"x" * 100, None, 1000 + i)
+    return builder.build(base_offset=base_offset)
+
+
+def test_arrow_batch_limits_are_options_with_defaults() -> None:
+    from aiostream_kafka.errors import ConfigError
+    from aiostream_kafka.spark.options import (
+        DEFAULT_MAX_BYTES_PER_ARROW_BATCH,
+        DEFAULT_MAX_RECORDS_PER_ARROW_BATCH,
+    )
+
+    f = _fetcher(0, 1)
+    assert (f.max_records, f.max_record_bytes) == (
+        DEFAULT_MAX_RECORDS_PER_ARROW_BATCH,
+        DEFAULT_MAX_BYTES_PER_ARROW_BATCH,
+    )
+    g = _fetcher(0, 1, maxRecordsPerArrowBatch="1000", maxBytesPerArrowBatch="65536")
+    assert (g.max_records, g.max_record_bytes) == (1000, 65536)
+    for bad in ("0", "-3", "many"):
+        with pytest.raises(ConfigError, match="maxRecordsPerArrowBatch"):
+            _fetcher(0, 1, maxRecordsPerArrowBatch=bad)
+        with pytest.raises(ConfigError, match="maxBytesPerArrowBatch"):
+            _fetcher(0, 1, maxBytesPerArrowBatch=bad)

@@ -475,3 +475,17 @@ def test_commit_offsets_to_group_after_spark_commits(caplog: pytest.LogCaptureFi
     plain.commit({"t": {"0": 1}})
     plain.latestOffset({"t": {"0": 1}}, None)
     assert other.commits == []
+
+
+def test_spark_bench_steady_state_leaves_the_first_micro_batch_out() -> None:
+    from benchmarks.spark_bench import Run, _steady_rates
+
+    # 10 s end to end; micro-batches after the first: 300 rows in 1.5 s (200 rows/s)
+    runs = {
+        "ours": [Run(10.0, 400, steady_rows=300, steady_seconds=1.5)] * 2
+        + [Run(9.0, 400, steady_rows=300, steady_seconds=1.0)],
+        "batch": [Run(1.0, 400)],  # not a stream: no steady state
+        "one micro-batch": [Run(1.0, 400, steady_rows=0, steady_seconds=0.0)],
+    }
+    assert runs["ours"][0].steady_rate == 200.0
+    assert _steady_rates(runs) == {"ours": 200.0}  # the median of 200, 200, 300
