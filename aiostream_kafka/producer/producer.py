@@ -569,9 +569,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         # the appender takes keyed records to their partition's open batch too.
         appender = self._appender
         if appender is not None:
-            fast_future = appender.enqueue_now(
-                topic, value, key, headers, partition, timestamp_ms
-            )
+            fast_future = appender.enqueue_now(topic, value, key, headers, partition, timestamp_ms)
             if fast_future is not None:
                 return fast_future
         elif (
