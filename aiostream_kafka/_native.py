@@ -40,6 +40,12 @@ COMPILED_MODULES: tuple[str, ...] = (
     "aiostream_kafka.structs",
     "aiostream_kafka.protocol.varint",
     "aiostream_kafka.protocol.fastrecords",
+    # the producer's per-record path (issue 32): the batch and its pending records, the
+    # accumulator, the delivery sinks, the partitioners (murmur2), the append path
+    "aiostream_kafka.producer.delivery",
+    "aiostream_kafka.producer.partitioner",
+    "aiostream_kafka.producer.accumulator",
+    "aiostream_kafka.producer.append",
 )
 
 _PACKAGE_DIR = Path(__file__).resolve().parent

@@ -408,15 +408,20 @@ async def test_an_awaited_send_does_not_wait_out_the_linger(
     at once instead of after `linger_ms`; concurrent awaited sends still share a batch,
     and records only enqueued still linger."""
     from aiostream_kafka.producer.accumulator import ProducerBatch
+    from aiostream_kafka.producer.sender import Sender
 
+    # Counted where the (interpreted) sender completes a batch: ProducerBatch is a native
+    # class in the compiled build, whose methods cannot be patched.
     completed: list[int] = []
-    original = ProducerBatch.complete
+    original = Sender._succeed
 
-    def counting(self: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
-        completed.append(self.record_count)
-        original(self, base_offset, log_append_time_ms)
+    def counting(
+        self: Sender, batch: ProducerBatch, base_offset: int, log_append_time_ms: int
+    ) -> None:
+        completed.append(batch.record_count)
+        original(self, batch, base_offset, log_append_time_ms)
 
-    monkeypatch.setattr(ProducerBatch, "complete", counting)
+    monkeypatch.setattr(Sender, "_succeed", counting)
     topic = await new_topic(partitions=2)
     async with Producer(kafka_cluster.bootstrap_servers, linger_ms=3000) as producer:
         await producer.send(topic, b"warm-up")  # the topic's metadata is known now

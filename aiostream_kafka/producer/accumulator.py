@@ -21,7 +21,7 @@ import collections
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Final
 
 from aiostream_kafka.errors import KafkaError
 from aiostream_kafka.producer.batch import Segment
@@ -38,6 +38,9 @@ from aiostream_kafka.protocol.records import (
 from aiostream_kafka.structs import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
+
+# Whether this module runs compiled (mypyc: see aiostream_kafka._native).
+COMPILED: Final[bool] = not __file__.endswith(".py")
 
 __all__ = ["Accumulator", "ProducerBatch", "record_size_upper_bound"]
 
@@ -107,6 +110,7 @@ class ProducerBatch:
         "maybe_written",
         "payload",
         "pending",
+        "pending_keys",
         "producer_epoch",
         "producer_id",
         "reserved",
@@ -128,11 +132,16 @@ class ProducerBatch:
         self.tp = tp
         self.batch_size = batch_size
         self.builder = RecordBatchBuilder(batch_size)
-        self.futures: list[asyncio.Future[RecordMetadata] | None] = []
+        # Per record: its future, a delivery.py sink, or None (a batch call's record). Typed
+        # Any: compiled, a typed element would be type-checked on every read.
+        self.futures: list[Any] = []
         # The batch calls' segments in this batch (None: only single records).
         self.groups: list[Segment] | None = None
         self.timestamps: list[int] = []
         self.pending: list[bytes] = []
+        # The keys of the pending records, once one of them has a key (:meth:`take`);
+        # None while every pending record is keyless.
+        self.pending_keys: list[bytes | None] | None = None
         self.room = batch_size - HEADER_SIZE - PLAIN_OVERHEAD
         self.reserved = reserved
         self.created = created
@@ -187,8 +196,50 @@ class ProducerBatch:
         pending = self.pending
         if pending:
             builder = self.builder
-            builder.extend_values(pending, self.timestamps[builder.record_count :])
+            keys = self.pending_keys
+            if keys is None:
+                builder.extend_values(pending, self.timestamps[builder.record_count :])
+            else:
+                builder.extend_pairs(keys, pending, self.timestamps[builder.record_count :])
+                self.pending_keys = None
             self.pending = []
+
+    def take(self, key: bytes | None, value: bytes, timestamp_ms: int, outcome: object) -> bool:
+        """The compiled per-record path (:mod:`.append`): add a record of ``bytes`` with no
+        headers to ``pending`` if the batch is open and has ``room`` for it (its encoding
+        deferred, as the keyless hot path's); False, nothing done, otherwise. A key of 64
+        bytes or more takes one byte more of framing than ``PLAIN_OVERHEAD`` counts."""
+        if self.closed:
+            return False
+        size = len(value)
+        if key is not None:
+            size += len(key) if len(key) < 64 else len(key) + 1
+        if size > self.room:
+            return False
+        self.room -= size + PLAIN_OVERHEAD
+        pending = self.pending
+        pending.append(value)
+        keys = self.pending_keys
+        if keys is not None:
+            keys.append(key)
+        elif key is not None:
+            keys = [None] * (len(pending) - 1)
+            keys.append(key)
+            self.pending_keys = keys
+        self.timestamps.append(timestamp_ms)
+        self.futures.append(outcome)
+        return True
+
+    def extend_plain(self, values: list[bytes], timestamp_ms: int, total: int) -> None:
+        """Add keyless, headerless records of a batch call that take ``total`` bytes of
+        ``room`` (the caller checked they fit) to ``pending``; their futures are None."""
+        if self.pending_keys is not None:
+            self.flush_pending()
+        count = len(values)
+        self.pending += values
+        self.timestamps += [timestamp_ms] * count
+        self.futures += [None] * count
+        self.room -= total
 
     def append(
         self,
@@ -196,10 +247,11 @@ class ProducerBatch:
         value: BytesLike | None,
         headers: HeaderList | None,
         timestamp_ms: int,
-        future: asyncio.Future[RecordMetadata] | None,
+        future: Any,
     ) -> None:
-        """Add one record (the caller checked :meth:`has_room_for`); ``future`` is None
-        for a record of a batch call (its segment is attached by the caller)."""
+        """Add one record (the caller checked :meth:`has_room_for`); ``future`` (its
+        outcome: a future or a :mod:`.delivery` sink) is None for a record of a batch call
+        (its segment is attached by the caller)."""
         if self.pending:
             self.flush_pending()
         builder = self.builder
@@ -324,8 +376,9 @@ class ProducerBatch:
             self._complete_groups(base_offset, log_append_time_ms)
             return
         topic, partition = self.tp
-        # No batch call's records here: every record has its future.
-        futures = cast("list[asyncio.Future[RecordMetadata]]", self.futures)
+        # No batch call's records here: every record has a future or a delivery.py sink
+        # (the shared Unwatched sink says it is done: a success builds nothing for it).
+        futures = self.futures
         timestamps = self.timestamps
         new = tuple.__new__  # RecordMetadata is a named tuple: skip its __new__ wrapper
         meta = RecordMetadata
@@ -336,10 +389,19 @@ class ProducerBatch:
                     future.set_result(new(meta, (topic, partition, -1, ts)))
         elif log_append_time_ms < 0:  # CreateTime: each record's own timestamp
             offset = base_offset
-            for future, ts in zip(futures, timestamps, strict=True):
-                if not future.done():
-                    future.set_result(new(meta, (topic, partition, offset, ts)))
-                offset += 1
+            if COMPILED:
+                # Unwatched skipped by its type: a compare, where done() is a method call
+                # (interpreted, type() would cost as much as the call, so not there)
+                unwatched = Unwatched
+                for future, ts in zip(futures, timestamps, strict=True):
+                    if type(future) is not unwatched and not future.done():
+                        future.set_result(new(meta, (topic, partition, offset, ts)))
+                    offset += 1
+            else:
+                for future, ts in zip(futures, timestamps, strict=True):
+                    if not future.done():
+                        future.set_result(new(meta, (topic, partition, offset, ts)))
+                    offset += 1
         else:
             for i, future in enumerate(futures):
                 if not future.done():
@@ -414,7 +476,7 @@ class Accumulator:
         headers: HeaderList | None,
         timestamp_ms: int,
         sink: Any = None,
-    ) -> asyncio.Future[RecordMetadata] | None:
+    ) -> Any:
         """Append to the open batch of ``tp`` if it has room; None when a new batch is
         needed. Never waits. The record's outcome goes to a new future, returned, or to
         ``sink`` (a :mod:`.delivery` object: ``enqueue_nowait``), also returned."""
@@ -423,9 +485,7 @@ class Accumulator:
             last = dq[-1]
             if not last.closed:
                 if last.has_room_for(key, value, headers):
-                    future: asyncio.Future[RecordMetadata] = (
-                        asyncio.Future(loop=self.loop) if sink is None else sink
-                    )
+                    future: Any = asyncio.Future(loop=self.loop) if sink is None else sink
                     last.append(key, value, headers, timestamp_ms, future)
                     return future
                 last.closed = True  # full: the sender may take it now

@@ -142,10 +142,7 @@ class _Run:
                     total -= sizes[end] + PLAIN_OVERHEAD
                 # one record left that does not fit: only an empty batch takes it
             count = end - pos
-            batch.pending += self.values[pos:end]
-            batch.timestamps += [_time_ns() // 1_000_000] * count
-            batch.futures += [None] * count
-            batch.room = room - total
+            batch.extend_plain(self.values[pos:end], _time_ns() // 1_000_000, total)
         elif (
             self.headers is None
             and (self.timestamps is None or type(self.timestamps) is int)

@@ -48,6 +48,8 @@ from aiostream_kafka.producer.accumulator import (
     HeaderList,
     record_size_upper_bound,
 )
+from aiostream_kafka.producer.append import COMPILED as _APPEND_COMPILED
+from aiostream_kafka.producer.append import Appender
 from aiostream_kafka.producer.batch_calls import BatchCalls
 from aiostream_kafka.producer.buffer_pool import BufferPool
 from aiostream_kafka.producer.delivery import Delivery, DeliveryCallback, Unwatched
@@ -157,6 +159,9 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 on_change=self._update_open,
             )
         self._accumulator: Accumulator | None = None
+        # The compiled per-record path (producer/append.py), made at start() in the
+        # compiled build only; None: the inline paths of enqueue()/enqueue_nowait() here.
+        self._appender: Appender | None = None
         self._sender: Sender | None = None
         # The sender task; a crash (a bug) fails the producer (_sender_failed).
         self._scope = TaskScope("producer", on_fail=self._sender_failed)
@@ -198,6 +203,23 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         self._sender = Sender(
             self._cluster, self._accumulator, self.config, self._idempotence, self._txn
         )
+        if _APPEND_COMPILED:
+            self._appender = Appender(
+                self._accumulator,
+                self._cluster,
+                self._sticky,
+                self._held,
+                self._unwatched,
+                self.config.batch_size,
+                loop,
+                Producer.enqueue_nowait.__get__(self),
+            )
+            self._appender.fast = self._fast
+            if type(self).enqueue_nowait is Producer.enqueue_nowait:  # not overridden
+                # The compiled call, no interpreted frame (it calls the method above for
+                # what it does not take); an instance attribute shadows the class's
+                # method for this producer only, as the OpenTelemetry hooks do.
+                self.enqueue_nowait = self._appender.enqueue_nowait  # type: ignore[method-assign]
         self._sender.on_topics_expired = self._forget_topics
         self._sender.on_crash = self._sender_failed
         self._scope.spawn(
@@ -227,12 +249,16 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             from aiostream_kafka.otel.producer import instrument_producer
 
             instrument_producer(self, telemetry)
+            if self._appender is not None:
+                self._appender.fast = self._fast
 
     def _update_open(self) -> None:
         txn = self._txn
         self._open = self._state == "running" and (
             txn is None or txn.state is TransactionState.IN_TRANSACTION
         )
+        if self._appender is not None:
+            self._appender.open = self._open
 
     def _transaction_failed(self, error: KafkaError) -> None:
         """A fatal transaction error (fenced...): the producer stops, and every record it
@@ -250,6 +276,8 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             self._sticky.pop(topic, None)
             self._partitioner.forget(topic)
             self._key_partitions.forget(topic)
+            if self._appender is not None:
+                self._appender.forget(topic)
 
     def _sender_failed(self, error: Exception) -> None:
         """The sender or one of its tasks crashed (a bug): make it visible to every caller
@@ -537,8 +565,14 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         """
         # The hot path: a keyless record of bytes, no headers, no serializers, joins its
         # topic's open sticky batch without looking at the metadata (``_fast`` also
-        # guarantees that a record fitting in a batch fits every size limit).
-        if (
+        # guarantees that a record fitting in a batch fits every size limit). Compiled,
+        # the appender takes keyed records to their partition's open batch too.
+        appender = self._appender
+        if appender is not None:
+            fast_future = appender.enqueue_now(topic, value, key, headers, partition, timestamp_ms)
+            if fast_future is not None:
+                return fast_future
+        elif (
             key is None
             and type(value) is bytes
             and headers is None
@@ -587,7 +621,9 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             partition = self._key_partitions.partition(topic, key, count)
         else:
             return await self._append_keyless(acc, meta, value, headers, timestamp_ms)
-        future_or_none = acc.try_append((topic, partition), key, value, headers, timestamp_ms)
+        future_or_none: asyncio.Future[RecordMetadata] | None = acc.try_append(
+            (topic, partition), key, value, headers, timestamp_ms
+        )
         if future_or_none is None:
             future, _ = await acc.append_new(
                 TopicPartition(topic, partition),
@@ -897,7 +933,9 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
             batch.closed = True
             acc.wakeup.set()
         tp = TopicPartition(topic, self._sticky_partition(meta, moving=batch is not None))
-        future_or_none = acc.try_append(tp, None, value, headers, timestamp_ms)
+        future_or_none: asyncio.Future[RecordMetadata] | None = acc.try_append(
+            tp, None, value, headers, timestamp_ms
+        )
         if future_or_none is not None:
             self._sticky[topic] = acc.open_batch(tp)
             return future_or_none

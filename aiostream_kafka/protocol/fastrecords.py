@@ -205,6 +205,70 @@ def encode_values(
     return od, high
 
 
+def encode_pairs(
+    buf: bytearray,
+    keys: list[bytes | None],
+    values: list[bytes],
+    timestamps: list[int],
+    base_ts: int,
+    offset_delta: int,
+    zz: tuple[bytes, ...],
+    heads: tuple[bytes, ...],
+) -> tuple[int, int] | None:
+    """:func:`encode_values` for records with a key each (``bytes`` or None; no headers):
+    what ``RecordBatchBuilder.extend_pairs`` does on its fast path, for the producer's
+    per-record path when it defers keyed records' encoding. Returns the offset delta after
+    the last record and the largest timestamp, or None, with ``buf`` untouched, when a key
+    or value is 8,000 bytes or more, a timestamp delta is outside ``0 .. len(heads) - 1``
+    or an offset delta past ``len(zz) - 1``."""
+    n = len(values)
+    od = offset_delta
+    limit = len(zz)
+    if od + n > limit or len(keys) != n:
+        return None
+    tlimit = len(heads)
+    high = base_ts
+    parts: list[bytes] = []
+    i = 0
+    while i < n:
+        key = keys[i]
+        value = values[i]
+        size = len(value)
+        ts = timestamps[i]
+        tsd = ts - base_ts
+        if size >= 8000 or tsd < 0 or tsd >= tlimit:
+            return None
+        if ts > high:
+            high = ts
+        head = heads[tsd]
+        delta = zz[od]
+        vlen = zz[size]
+        if key is None:
+            kb = b"\x01"
+            kn = 0
+        else:
+            kn = len(key)
+            if kn >= 8000:
+                return None
+            kb = zz[kn]
+        body = len(head) + len(delta) + len(kb) + kn + len(vlen) + size + 1
+        if body >= limit:
+            return None
+        parts.append(zz[body])
+        parts.append(head)
+        parts.append(delta)
+        parts.append(kb)
+        if key is not None:
+            parts.append(key)
+        parts.append(vlen)
+        parts.append(value)
+        parts.append(b"\x00")
+        od += 1
+        i += 1
+    buf += b"".join(parts)
+    return od, high
+
+
 def encode_keyed(
     buf: bytearray,
     keys: list[object],

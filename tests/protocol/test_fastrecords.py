@@ -288,3 +288,45 @@ def test_record_walk_refuses_a_length_past_32_bits(length: bytes) -> None:
     buf = length + bytes(7)
     tuned, typed = _walks(buf, len(buf), 1, 0)
     assert tuned is typed is CorruptRecordError
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.binary(max_size=100), st.binary(min_size=7990, max_size=8010)),
+            st.one_of(st.binary(max_size=300), st.binary(min_size=7990, max_size=8010)),
+            st.integers(min_value=-3, max_value=9000),
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    before=st.integers(min_value=0, max_value=70),
+)
+def test_extend_pairs_writes_what_append_writes(
+    rows: list[tuple[bytes | None, bytes, int]], before: int
+) -> None:
+    """The per-record path's deferred keyed records (compiled: one encoding call per
+    batch) are encoded exactly as ``append`` encodes each: null and present keys, offset
+    deltas past 64, sizes past the tables' 8,000 bytes, timestamps before the batch's
+    first or more than 8.192 s after it (the general path then)."""
+    base = 1_700_000_000_000
+    keys = [k for k, _, _ in rows]
+    values = [v for _, v, _ in rows]
+    stamps = [base + d for _, _, d in rows]
+    builder = RecordBatchBuilder(1 << 24)
+    reference = RecordBatchBuilder(1 << 24)
+    for i in range(before):
+        builder.append(b"k%d" % i, b"v", None, base)
+        reference.append(b"k%d" % i, b"v", None, base)
+    builder.extend_pairs(keys, values, stamps)
+    for key, value, ts in zip(keys, values, stamps, strict=True):
+        reference.append(key, value, None, ts)
+    assert bytes(builder.records_buffer) == bytes(reference.records_buffer)
+    assert builder.record_count == reference.record_count
+    assert builder.max_timestamp == reference.max_timestamp
+    (batch,) = iter_batches(builder.build())
+    got = [(r.key, r.value, r.timestamp_ms) for r in batch.records("t", 0)][before:]
+    assert got == list(zip(keys, values, stamps, strict=True))
+    if fastrecords.COMPILED:
+        assert records._ENCODE_PAIRS is fastrecords.encode_pairs

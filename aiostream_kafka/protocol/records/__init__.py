@@ -35,6 +35,7 @@ from aiostream_kafka.protocol.records.message_set import LegacyBatch
 from aiostream_kafka.protocol.records.reader import decode_columns, iter_batches, read_records
 from aiostream_kafka.protocol.records.record_batch import _ENCODE as _ENCODE
 from aiostream_kafka.protocol.records.record_batch import _ENCODE_KEYED as _ENCODE_KEYED
+from aiostream_kafka.protocol.records.record_batch import _ENCODE_PAIRS as _ENCODE_PAIRS
 from aiostream_kafka.protocol.records.record_batch import (
     HEADER_SIZE,
     MAGIC,

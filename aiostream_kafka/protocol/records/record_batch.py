@@ -126,6 +126,7 @@ _OD_NULL_KEY: Final[tuple[bytes, ...]] = tuple(z + b"\x01" for z in _ZZ)
 # else RecordBatchBuilder.extend_values' own interpreter-tuned loop.
 _ENCODE = _fastrecords.encode_values if _fastrecords.COMPILED else None
 _ENCODE_KEYED = _fastrecords.encode_keyed if _fastrecords.COMPILED else None
+_ENCODE_PAIRS = _fastrecords.encode_pairs if _fastrecords.COMPILED else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -361,6 +362,32 @@ class RecordBatchBuilder:
             return
         for value, ts in zip(values, timestamps, strict=True):
             self.append(None, value, None, ts)
+
+    def extend_pairs(
+        self, keys: list[bytes | None], values: list[bytes], timestamps: list[int]
+    ) -> None:
+        """Append headerless records: ``append(keys[i], values[i], None, timestamps[i])``
+        for each ``i`` (the producer's compiled per-record path defers keyed records'
+        encoding to here). Compiled, one pass
+        (:func:`~aiostream_kafka.protocol.fastrecords.encode_pairs`) when every record is
+        within its tables; otherwise record by record."""
+        count = len(values)
+        if not count:
+            return
+        od = self._count
+        if not od:
+            self._base_ts = self._max_ts = timestamps[0]
+        if _ENCODE_PAIRS is not None:
+            done = _ENCODE_PAIRS(
+                self._buf, keys, values, timestamps, self._base_ts, od, _ZZ, _ATTRS_TSD
+            )
+            if done is not None:
+                self._count, high = done
+                if high > self._max_ts:
+                    self._max_ts = high
+                return
+        for key, value, ts in zip(keys, values, timestamps, strict=True):
+            self.append(key, value, None, ts)
 
     def extend_keyed(
         self, keys: list[Any], values: list[Any], start: int, end: int, timestamp_ms: int
