@@ -29,14 +29,12 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchmarks import settings
-from benchmarks.callgrind_produce import _instructions
+from benchmarks.callgrind_produce import callgrind, on_broker, write_results
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("off", "nosdk")
@@ -85,24 +83,7 @@ async def _child(operation: str, mode: str, records: int, topic: str, bootstrap:
 
 
 def _measure(operation: str, mode: str, records: int, topic: str, bootstrap: str) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "callgrind.out")
-        command = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={out}",
-            sys.executable,
-            "-m",
-            "benchmarks.callgrind_otel",
-            "--child",
-            json.dumps([operation, mode, records, topic, bootstrap]),
-        ]
-        proc = subprocess.run(
-            command, cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"{operation} {mode} x{records} failed: {proc.stderr[-3000:]}")
-        return _instructions(out)
+    return callgrind("benchmarks.callgrind_otel", [operation, mode, records, topic, bootstrap])
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
@@ -158,12 +139,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             results[operation]["nosdk_over_off"] = round(nosdk / off, 4)
         return results
 
-    if args.bootstrap_servers:
-        return await measure_all(args.bootstrap_servers)
-    from aiostream_kafka.testing import KafkaCluster
-
-    async with KafkaCluster(brokers=1) as cluster:
-        return await measure_all(cluster.bootstrap_servers)
+    return await on_broker(args.bootstrap_servers, measure_all)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,11 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         operation, mode, records, topic, bootstrap = json.loads(args.child)
         asyncio.run(_child(operation, mode, records, topic, bootstrap))
         return 0
-    results = asyncio.run(_main(args))
-    text = json.dumps(results, indent=1)
-    if args.json:
-        args.json.write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    write_results(asyncio.run(_main(args)), args.json)
     return 0
 
 

@@ -34,12 +34,14 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+R = TypeVar("R")
 APIS = ("enqueue", "nowait", "nowait_cb", "send")
 SIZE = 100
 WARMUP = 2000
@@ -102,11 +104,9 @@ def _instructions(path: str) -> int:
     return int(match.group(1))
 
 
-def _measure(api: str, records: int, topic: str, bootstrap: str, pure: bool) -> int:
-    env = dict(os.environ)
-    env.pop("AIOSTREAM_KAFKA_PURE", None)
-    if pure:
-        env["AIOSTREAM_KAFKA_PURE"] = "1"
+def callgrind(module: str, child: list[Any], env: dict[str, str] | None = None) -> int:
+    """Run ``python -m module --child JSON(child)`` under callgrind (cwd: the checkout);
+    return its total instructions. Raises RuntimeError when the child fails."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         command = [
@@ -115,16 +115,41 @@ def _measure(api: str, records: int, topic: str, bootstrap: str, pure: bool) -> 
             f"--callgrind-out-file={out}",
             sys.executable,
             "-m",
-            "benchmarks.callgrind_produce",
+            module,
             "--child",
-            json.dumps([api, records, topic, bootstrap]),
+            json.dumps(child),
         ]
         proc = subprocess.run(
             command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False
         )
         if proc.returncode != 0:
-            raise RuntimeError(f"{api} x{records} failed: {proc.stderr[-3000:]}")
+            raise RuntimeError(f"{child} failed: {proc.stderr[-3000:]}")
         return _instructions(out)
+
+
+async def on_broker(bootstrap: str | None, measure: Callable[[str], Awaitable[R]]) -> R:
+    """``measure(bootstrap)`` against ``bootstrap``, or a local broker started for it."""
+    if bootstrap:
+        return await measure(bootstrap)
+    from aiostream_kafka.testing import KafkaCluster
+
+    async with KafkaCluster(brokers=1) as cluster:
+        return await measure(cluster.bootstrap_servers)
+
+
+def write_results(results: dict[str, Any], path: Path | None) -> None:
+    text = json.dumps(results, indent=1)
+    if path:
+        path.write_text(text + "\n")
+    sys.stdout.write(text + "\n")
+
+
+def _measure(api: str, records: int, topic: str, bootstrap: str, pure: bool) -> int:
+    env = dict(os.environ)
+    env.pop("AIOSTREAM_KAFKA_PURE", None)
+    if pure:
+        env["AIOSTREAM_KAFKA_PURE"] = "1"
+    return callgrind("benchmarks.callgrind_produce", [api, records, topic, bootstrap], env)
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
@@ -159,12 +184,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 sys.stderr.write(f"{build:<8} {api:<10} {per_record:>9,.0f} instructions/record\n")
         return results
 
-    if args.bootstrap_servers:
-        return await measure_all(args.bootstrap_servers)
-    from aiostream_kafka.testing import KafkaCluster
-
-    async with KafkaCluster(brokers=1) as cluster:
-        return await measure_all(cluster.bootstrap_servers)
+    return await on_broker(args.bootstrap_servers, measure_all)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,11 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         api, records, topic, bootstrap = json.loads(args.child)
         asyncio.run(_child(api, records, topic, bootstrap))
         return 0
-    results = asyncio.run(_main(args))
-    text = json.dumps(results, indent=1)
-    if args.json:
-        args.json.write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    write_results(asyncio.run(_main(args)), args.json)
     return 0
 
 
