@@ -75,6 +75,9 @@ __all__ = ["Producer", "ProducerClosedError", "ProducerRecord", "TransactionScop
 # The C future constructor: cheaper per record than loop.create_future(), a Python method.
 _Future = asyncio.Future
 _time_ns = time.time_ns
+_monotonic = time.monotonic
+#: ``enqueue`` lets the loop run when it opens a batch, at most this often.
+_YIELD_EVERY_S = 0.0005
 # Topic errors worth waiting out (the topic is being created, or its leaders elected).
 _TRANSIENT_TOPIC_ERRORS = frozenset({3, 5})
 
@@ -133,6 +136,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         # serializer check: values are serialized first.
         self._plain_batches = config.batch_size <= min(65536, self._size_check_from * 9 // 10)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._yielded_at = 0.0  # enqueue's last turn given to the loop (monotonic s)
         self._cluster = Cluster(self.client_config, expire_idle_topics=True)
         self._pool = BufferPool(config.buffer_memory)
         self._partitioner = StickyPartitioner()
@@ -633,7 +637,13 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 timestamp_ms,
                 self._max_block_s,
             )
-            await asyncio.sleep(0)  # a new batch: let the sender and the readers run
+            # A new batch: let the sender and the readers run, at most every half
+            # millisecond (over many partitions nearly every record opens a batch, and a
+            # loop turn per record would cost more than the record).
+            now = _monotonic()
+            if now - self._yielded_at >= _YIELD_EVERY_S:
+                self._yielded_at = now
+                await asyncio.sleep(0)
             return future
         return future_or_none
 
