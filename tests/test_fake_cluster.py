@@ -70,7 +70,8 @@ async def test_starts_in_milliseconds_and_advertises_what_it_serves() -> None:
         assert apis[0] == (3, 13)  # Produce: the versions the codec has
         assert apis[1] == (4, 18)  # Fetch
         assert 18 in apis and 3 in apis and 11 in apis
-        assert 24 not in apis  # AddPartitionsToTxn: not served, so not advertised
+        assert apis[24] == (0, 5)  # AddPartitionsToTxn
+        assert 57 not in apis  # UpdateFeatures: not served, so not advertised
         brokers = await probe.metadata_brokers(host, int(port))
         assert sorted(b[0] for b in brokers) == [1, 2, 3]
 

@@ -58,7 +58,9 @@ class FakeCluster:
     clusters; Metadata then creates unknown topics with ``default_partitions``),
     ``default_replication_factor`` (for ``-1`` in CreateTopics), the group session
     timeout bounds and initial rebalance delay (Kafka's 6 s / 30 min, and 0 ms rather
-    than Kafka's 3 s so that tests do not wait), ``max_frame_bytes`` (largest request).
+    than Kafka's 3 s so that tests do not wait), ``max_frame_bytes`` (largest request),
+    ``transaction_version`` (the finalized feature of KIP-890: 2, Kafka 4's default, or 1
+    for the older transaction protocol).
     """
 
     def __init__(
@@ -74,9 +76,12 @@ class FakeCluster:
         group_max_session_timeout_ms: int = 1_800_000,
         group_initial_rebalance_delay_ms: int = 0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        transaction_version: int = 2,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
+        if transaction_version not in (1, 2):
+            raise ValueError(f"transaction_version must be 1 or 2, got {transaction_version}")
         self.brokers = brokers
         self._state = ClusterState(
             brokers,
@@ -88,6 +93,7 @@ class FakeCluster:
             group_min_session_timeout_ms=group_min_session_timeout_ms,
             group_max_session_timeout_ms=group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
+            transaction_version=transaction_version,
         )
         self._servers = {
             node_id: BrokerServer(self._state, broker, max_frame_bytes=max_frame_bytes)
@@ -175,7 +181,7 @@ class FakeCluster:
             for server in self._servers.values():
                 await server.stop()
         finally:
-            self._state.groups.close()
+            self._state.close()
             self._loop = None
 
     def close_now(self) -> None:
@@ -187,7 +193,7 @@ class FakeCluster:
         for server in self._servers.values():
             server.stop_now()
         if self._loop is not None and not self._loop.is_closed():
-            self._state.groups.close()
+            self._state.close()
         self._loop = None
 
     async def __aenter__(self) -> FakeCluster:
@@ -242,7 +248,7 @@ class FakeCluster:
         finally:
             for server in self._servers.values():
                 await server.stop()
-            self._state.groups.close()
+            self._state.close()
             self._loop = None
 
     def stop_blocking(self) -> None:

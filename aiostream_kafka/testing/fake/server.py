@@ -170,12 +170,13 @@ class BrokerServer:
             raise _Close
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame, 0)
         spec = REGISTRY.get(api_key)
+        max_version = -1 if spec is None else self.state.max_version(api_key, spec.max_version)
         if api_key == API_VERSIONS_API_KEY and (
-            spec is None or not spec.min_version <= version <= spec.max_version
+            spec is None or not spec.min_version <= version <= max_version
         ):
             # KIP-511: answered in v0 with the versions served, whatever was asked.
             return encode_response(
-                api_versions_response(errors.UNSUPPORTED_VERSION), 0, correlation_id
+                api_versions_response(self.state, errors.UNSUPPORTED_VERSION), 0, correlation_id
             )
         try:
             header, request = decode_request(frame)
@@ -197,7 +198,7 @@ class BrokerServer:
             header.client_id,
         )
         response: Response | None
-        if spec is None or not spec.min_version <= version <= spec.max_version:
+        if spec is None or not spec.min_version <= version <= max_version:
             response = _top_level_error(API_KEYS[api_key][1], version, errors.UNSUPPORTED_VERSION)
             if response is None:
                 log.info(

@@ -21,6 +21,7 @@ from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.fetch_sessions import FetchSessionCache
 from aiostream_kafka.testing.fake.groups import GroupCoordinator
 from aiostream_kafka.testing.fake.log import PartitionLog
+from aiostream_kafka.testing.fake.transactions import TransactionCoordinator
 
 __all__ = [
     "BrokerInfo",
@@ -38,6 +39,9 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_TOPIC_LENGTH = 249
 #: Requests kept in the request log (the oldest are dropped first).
 REQUEST_LOG_SIZE = 10_000
+#: api key -> highest version served with ``transaction.version`` 1 (Produce,
+#: TxnOffsetCommit, EndTxn: their next versions are transaction protocol v2).
+TRANSACTION_V1_CAPS = {0: 11, 28: 4, 26: 4}
 
 
 class TopicError(Exception):
@@ -166,6 +170,7 @@ class ClusterState:
         group_min_session_timeout_ms: int,
         group_max_session_timeout_ms: int,
         group_initial_rebalance_delay_ms: int,
+        transaction_version: int = 2,
     ) -> None:
         self.brokers: dict[int, BrokerInfo] = {
             node_id: BrokerInfo(node_id, host) for node_id in range(1, brokers + 1)
@@ -182,8 +187,32 @@ class ClusterState:
             max_session_timeout_ms=group_max_session_timeout_ms,
             initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
         )
+        self.transactions = TransactionCoordinator(self)
+        #: The finalized ``transaction.version`` (KIP-890): 2 serves the v2 requests, 1
+        #: caps Produce at v11, TxnOffsetCommit and EndTxn at v4, as Kafka does.
+        self.transaction_version = transaction_version
+        self.version_caps: dict[int, int] = (
+            {} if transaction_version >= 2 else dict(TRANSACTION_V1_CAPS)
+        )
         self._next_producer_id = 1000
         self._topics_created = 0
+
+    def max_version(self, api_key: int, served: int) -> int:
+        """The highest version of an API served by this cluster (``served``: what its
+        handler serves; lower with ``transaction.version`` 1)."""
+        cap = self.version_caps.get(api_key)
+        return served if cap is None else min(served, cap)
+
+    def check_group_member(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int:
+        """The error code of a transactional offset commit by this group member."""
+        return self.groups.check_member(group_id, generation_id, member_id, group_instance_id)
+
+    def close(self) -> None:
+        """Cancel the coordinators' timers and answer their waiting members."""
+        self.groups.close()
+        self.transactions.close()
 
     # -- brokers -----------------------------------------------------------------------
 

@@ -6,11 +6,20 @@
 * :mod:`.produce` -- Produce, InitProducerId
 * :mod:`.fetch` -- Fetch, ListOffsets, OffsetForLeaderEpoch
 * :mod:`.groups` -- the classic group protocol, offsets, ListGroups/DescribeGroups/DeleteGroups
+* :mod:`.transactions` -- InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+  TxnOffsetCommit, EndTxn
 """
 
 from __future__ import annotations
 
-from aiostream_kafka.testing.fake.handlers import admin, fetch, groups, metadata, produce
+from aiostream_kafka.testing.fake.handlers import (
+    admin,
+    fetch,
+    groups,
+    metadata,
+    produce,
+    transactions,
+)
 from aiostream_kafka.testing.fake.handlers.metadata import api_versions_response
 from aiostream_kafka.testing.fake.handlers.registry import REGISTRY, ApiSpec, error_response
 
@@ -24,4 +33,5 @@ __all__ = [
     "groups",
     "metadata",
     "produce",
+    "transactions",
 ]

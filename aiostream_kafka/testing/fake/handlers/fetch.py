@@ -121,6 +121,13 @@ class _FetchRound:
                     limit = min(part.max_bytes, remaining)
                     records = log.read(part.fetch_offset, limit, min_one=self.bytes == 0, upto=upto)
                     out.records = records
+                    if committed and log.aborted:
+                        out.aborted_transactions = [
+                            FetchResponse.AbortedTransaction(
+                                producer_id=a.producer_id, first_offset=a.first_offset
+                            )
+                            for a in log.aborted_between(part.fetch_offset, upto)
+                        ]
                     self.bytes += len(records)
                     remaining = max(0, remaining - len(records))
             if out.error_code != errors.NONE:

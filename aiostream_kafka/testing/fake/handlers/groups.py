@@ -207,8 +207,11 @@ def _offsets_of_group(
     ctx: RequestContext,
     group_id: str,
     wanted: list[tuple[str, UUID, list[int]]] | None,
+    require_stable: bool = False,
 ) -> tuple[int, list[tuple[str, UUID, list[tuple[int, int, int, str | None, int]]]]]:
-    """``(group error, [(name, id, [(partition, offset, epoch, metadata, error)])])``."""
+    """``(group error, [(name, id, [(partition, offset, epoch, metadata, error)])])``;
+    with ``require_stable`` a partition whose offset an open transaction commits is
+    ``UNSTABLE_OFFSET_COMMIT`` (KIP-447)."""
     code = _coordinator_error(ctx, group_id)
     if code:
         return code, []
@@ -222,12 +225,15 @@ def _offsets_of_group(
         for name, indexes in by_topic.items():
             known = state.topic(name)
             wanted.append((name, known.topic_id if known else ZERO_UUID, indexes))
+    unstable = state.transactions.pending_offsets(group_id) if require_stable else set()
     out = []
     for name, topic_id, indexes in wanted:
         rows: list[tuple[int, int, int, str | None, int]] = []
         for index in indexes:
             found = committed.get((name, index))
-            if found is None:
+            if (name, index) in unstable:
+                rows.append((index, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT))
+            elif found is None:
                 rows.append((index, -1, -1, "", errors.NONE))
             else:
                 rows.append((index, found.offset, found.leader_epoch, found.metadata, errors.NONE))
@@ -245,7 +251,9 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
             if request.topics is None
             else [(t.name, ZERO_UUID, list(t.partition_indexes)) for t in request.topics]
         )
-        code, topics = _offsets_of_group(ctx, request.group_id, wanted)
+        code, topics = _offsets_of_group(
+            ctx, request.group_id, wanted, version >= 7 and request.require_stable
+        )
         return OffsetFetchResponse(
             throttle_time_ms=0,
             error_code=code,
@@ -277,7 +285,7 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
                     by_id = state.topics_by_id.get(t.topic_id)
                     name = by_id.name if by_id is not None else ""
                 wanted_topics.append((name, t.topic_id, list(t.partition_indexes)))
-        code, topics = _offsets_of_group(ctx, group.group_id, wanted_topics)
+        code, topics = _offsets_of_group(ctx, group.group_id, wanted_topics, request.require_stable)
         groups.append(
             OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=group.group_id,
