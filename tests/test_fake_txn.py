@@ -6,14 +6,17 @@ fencing answers) checked at the wire. No JVM: these run in the unit tier.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 import test_transactions as real
-from helpers import read_records
+from helpers import eventually, read_records
 
-from aiostream_kafka import Producer
+from aiostream_kafka import Consumer, Producer, ProducerRecord, Record, process_exactly_once
 from aiostream_kafka.protocol.records import iter_batches
 from aiostream_kafka.testing import FakeCluster, KafkaCluster
 
@@ -61,6 +64,13 @@ def txn_cluster(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
         cluster.close_blocking()
 
 
+T = TypeVar("T")
+
+
+async def _now(value: T) -> T:
+    return value
+
+
 def _topic() -> str:
     return f"tx-{uuid.uuid4().hex[:10]}"
 
@@ -89,3 +99,111 @@ async def test_an_open_transaction_holds_the_lso_and_an_abort_is_listed() -> Non
         assert [r.value for r in committed] == [b"c1"]
         uncommitted = await read_records(bs, topic, 1, "read_uncommitted")
         assert sorted(r.value for r in uncommitted) == [b"a1", b"a2", b"c1"]
+
+
+def _confluent_read(confluent: object, bs: str, topic: str, isolation: str, n: int) -> list[bytes]:
+    """Values read by a confluent-kafka consumer without a group until ``n`` or idle 3 s."""
+    import time
+
+    consumer = confluent.Consumer(  # type: ignore[attr-defined]
+        {
+            "bootstrap.servers": bs,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": isolation,
+        }
+    )
+    consumer.assign([confluent.TopicPartition(topic, 0, 0)])  # type: ignore[attr-defined]
+    got: list[bytes] = []
+    idle_until = time.monotonic() + 3
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < min(idle_until, deadline) and len(got) < n:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+                idle_until = time.monotonic() + 3
+    finally:
+        consumer.close()
+    return got
+
+
+def test_confluent_kafka_transactional_producer_and_read_committed_consumers() -> None:
+    """librdkafka's transactional producer (AddPartitionsToTxn, EndTxn) against the fake;
+    its read_committed consumer and ours see the committed records only."""
+    confluent = pytest.importorskip("confluent_kafka")
+    cluster = FakeCluster()
+    cluster.start_blocking()
+    try:
+        bs = cluster.bootstrap_servers
+        topic = cluster.create_topic(_topic())
+        producer = confluent.Producer({"bootstrap.servers": bs, "transactional.id": "rdk-tid"})
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce(topic, b"aborted")
+        producer.flush(15)
+        producer.abort_transaction(15)
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, b"committed-%d" % i)
+        producer.commit_transaction(15)
+        committed = _confluent_read(confluent, bs, topic, "read_committed", 3)
+        assert committed == [b"committed-0", b"committed-1", b"committed-2"]
+        everything = _confluent_read(confluent, bs, topic, "read_uncommitted", 4)
+        assert everything == [b"aborted", b"committed-0", b"committed-1", b"committed-2"]
+        ours = asyncio.run(read_records(bs, topic, 1, "read_committed"))
+        assert [r.value for r in ours] == committed
+        # A second instance fences the first: its next transactional call fails.
+        second = confluent.Producer({"bootstrap.servers": bs, "transactional.id": "rdk-tid"})
+        second.init_transactions(15)
+        with pytest.raises(confluent.KafkaException) as fenced:
+            producer.begin_transaction()
+            producer.produce(topic, b"zombie")
+            producer.commit_transaction(15)
+        assert fenced.value.args[0].fatal()
+    finally:
+        cluster.stop_blocking()
+
+
+async def test_exactly_once_helper_over_the_fake() -> None:
+    """``process_exactly_once``: every source record lands once in the sink, and the
+    group's offsets move only with committed transactions."""
+    async with FakeCluster() as cluster:
+        source, sink, group = _topic(), _topic(), f"g-{uuid.uuid4().hex[:6]}"
+        cluster.create_topic(source, partitions=2)
+        cluster.create_topic(sink, partitions=2)
+        bs = cluster.bootstrap_servers
+        async with Producer(bs) as plain:
+            for i in range(40):
+                await plain.enqueue(source, b"%d" % i, partition=i % 2)
+            await plain.flush()
+
+        async def transform(records: list[Record]) -> list[ProducerRecord]:
+            return [ProducerRecord(sink, r.value + b"!", partition=r.partition) for r in records]  # type: ignore[operator]
+
+        async with (
+            Producer(bs, transactional_id="eos-tid") as producer,
+            Consumer(
+                bs, group_id=group, isolation_level="read_committed", auto_offset_reset="earliest"
+            ) as consumer,  # fmt: skip
+        ):
+            consumer.subscribe([source])
+            task = asyncio.create_task(process_exactly_once(consumer, producer, transform))
+
+            def done() -> bool:
+                offsets = cluster.state.groups.committed(group)
+                return all(
+                    (source, p) in offsets and offsets[(source, p)].offset == 20 for p in range(2)
+                )
+
+            try:
+                await eventually(lambda: _now(done()), bool, timeout_s=30)
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        out = await read_records(bs, sink, 2, "read_committed")
+        assert sorted(int(r.value[:-1]) for r in out) == list(range(40))  # type: ignore[index]
+        committed = cluster.state.groups.committed(group)
+        assert committed[(source, 0)].offset == 20 and committed[(source, 1)].offset == 20
