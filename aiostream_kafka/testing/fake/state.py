@@ -188,6 +188,18 @@ class ClusterState:
             initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
         )
         self.transactions = TransactionCoordinator(self)
+        #: The broker settings the fake was started with (DescribeConfigs answers them as
+        #: static broker configs; the others with Kafka's defaults).
+        self.broker_settings: dict[str, str] = {
+            "auto.create.topics.enable": str(auto_create_topics).lower(),
+            "num.partitions": str(default_partitions),
+            "default.replication.factor": str(default_replication_factor),
+            "group.min.session.timeout.ms": str(group_min_session_timeout_ms),
+            "group.max.session.timeout.ms": str(group_max_session_timeout_ms),
+            "group.initial.rebalance.delay.ms": str(group_initial_rebalance_delay_ms),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+        }
         #: The finalized ``transaction.version`` (KIP-890): 2 serves the v2 requests, 1
         #: caps Produce at v11, TxnOffsetCommit and EndTxn at v4, as Kafka does.
         self.transaction_version = transaction_version

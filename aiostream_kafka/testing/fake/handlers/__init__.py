@@ -3,7 +3,8 @@
 
 * :mod:`.metadata` -- ApiVersions, Metadata, DescribeCluster, FindCoordinator
 * :mod:`.admin` -- CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
-* :mod:`.produce` -- Produce, InitProducerId
+* :mod:`.configs` -- DescribeConfigs, IncrementalAlterConfigs, AlterConfigs
+* :mod:`.produce` -- Produce
 * :mod:`.fetch` -- Fetch, ListOffsets, OffsetForLeaderEpoch
 * :mod:`.groups` -- the classic group protocol, offsets, ListGroups/DescribeGroups/DeleteGroups
 * :mod:`.transactions` -- InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from aiostream_kafka.testing.fake.handlers import (
     admin,
+    configs,
     fetch,
     groups,
     metadata,
@@ -28,6 +30,7 @@ __all__ = [
     "ApiSpec",
     "admin",
     "api_versions_response",
+    "configs",
     "error_response",
     "fetch",
     "groups",
