@@ -60,7 +60,9 @@ class FakeCluster:
     timeout bounds and initial rebalance delay (Kafka's 6 s / 30 min, and 0 ms rather
     than Kafka's 3 s so that tests do not wait), ``max_frame_bytes`` (largest request),
     ``transaction_version`` (the finalized feature of KIP-890: 2, Kafka 4's default, or 1
-    for the older transaction protocol).
+    for the older transaction protocol), the KIP-848 groups' session timeout (Kafka's
+    45 s) and heartbeat interval (1 s rather than Kafka's 5 s, so that rebalances do not
+    keep tests waiting).
     """
 
     def __init__(
@@ -77,6 +79,8 @@ class FakeCluster:
         group_initial_rebalance_delay_ms: int = 0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         transaction_version: int = 2,
+        group_consumer_session_timeout_ms: int = 45_000,
+        group_consumer_heartbeat_interval_ms: int = 1_000,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -94,6 +98,8 @@ class FakeCluster:
             group_max_session_timeout_ms=group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
             transaction_version=transaction_version,
+            group_consumer_session_timeout_ms=group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
         )
         self._servers = {
             node_id: BrokerServer(self._state, broker, max_frame_bytes=max_frame_bytes)

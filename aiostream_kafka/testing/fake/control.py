@@ -164,7 +164,26 @@ class Control:
 
         Raises ``KeyError`` for an unknown group or member.
         """
-        self._cluster.call(lambda: self._cluster.state.groups.expire_member(group_id, member_id))
+
+        def expire() -> None:
+            state = self._cluster.state
+            if group_id in state.consumer_groups.groups:
+                state.consumer_groups.expire_member(group_id, member_id)
+            else:
+                state.groups.expire_member(group_id, member_id)
+
+        self._cluster.call(expire)
+
+    def abort_transaction(self, transactional_id: str) -> bool:
+        """Abort the open transaction of ``transactional_id`` as the coordinator does when
+        it times out (the epoch is bumped: the producer's next write is refused). Return
+        whether one was open.
+
+        Raises ``KeyError`` for an unknown transactional id.
+        """
+        return self._cluster.call(
+            lambda: self._cluster.state.transactions.abort(transactional_id)
+        )
 
     def requests(self, api: int | str | None = None) -> list[RequestLogEntry]:
         """The requests received (the last 10,000), oldest first; only those of ``api``

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.consumer_groups import ConsumerGroupCoordinator
 from aiostream_kafka.testing.fake.fetch_sessions import FetchSessionCache
 from aiostream_kafka.testing.fake.groups import GroupCoordinator
 from aiostream_kafka.testing.fake.log import PartitionLog
@@ -171,6 +172,8 @@ class ClusterState:
         group_max_session_timeout_ms: int,
         group_initial_rebalance_delay_ms: int,
         transaction_version: int = 2,
+        group_consumer_session_timeout_ms: int = 45_000,
+        group_consumer_heartbeat_interval_ms: int = 1_000,
     ) -> None:
         self.brokers: dict[int, BrokerInfo] = {
             node_id: BrokerInfo(node_id, host) for node_id in range(1, brokers + 1)
@@ -187,6 +190,11 @@ class ClusterState:
             max_session_timeout_ms=group_max_session_timeout_ms,
             initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
         )
+        self.consumer_groups = ConsumerGroupCoordinator(
+            self._topic_table,
+            session_timeout_ms=group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
+        )
         self.transactions = TransactionCoordinator(self)
         #: The broker settings the fake was started with (DescribeConfigs answers them as
         #: static broker configs; the others with Kafka's defaults).
@@ -197,6 +205,8 @@ class ClusterState:
             "group.min.session.timeout.ms": str(group_min_session_timeout_ms),
             "group.max.session.timeout.ms": str(group_max_session_timeout_ms),
             "group.initial.rebalance.delay.ms": str(group_initial_rebalance_delay_ms),
+            "group.consumer.session.timeout.ms": str(group_consumer_session_timeout_ms),
+            "group.consumer.heartbeat.interval.ms": str(group_consumer_heartbeat_interval_ms),
             "offsets.topic.replication.factor": "1",
             "transaction.state.log.replication.factor": "1",
         }
@@ -215,15 +225,38 @@ class ClusterState:
         cap = self.version_caps.get(api_key)
         return served if cap is None else min(served, cap)
 
+    def _topic_table(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return {
+            name: (topic.topic_id, len(topic.partitions))
+            for name, topic in self.topics.items()
+            if not topic.internal
+        }
+
     def check_group_member(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> int:
-        """The error code of a transactional offset commit by this group member."""
+        """The error code of a transactional offset commit by this group member (the
+        generation is the member epoch in a KIP-848 group)."""
+        code = self.consumer_groups.check_commit(
+            group_id, generation_id, member_id, transactional=True
+        )
+        if code is not None:
+            return code
         return self.groups.check_member(group_id, generation_id, member_id, group_instance_id)
+
+    def check_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int:
+        """The error code of an OffsetCommit for the whole request (either kind of group)."""
+        code = self.consumer_groups.check_commit(group_id, generation_id, member_id)
+        if code is not None:
+            return code
+        return self.groups.check_commit(group_id, generation_id, member_id, group_instance_id)
 
     def close(self) -> None:
         """Cancel the coordinators' timers and answer their waiting members."""
         self.groups.close()
+        self.consumer_groups.close()
         self.transactions.close()
 
     # -- brokers -----------------------------------------------------------------------

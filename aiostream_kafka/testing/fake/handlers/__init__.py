@@ -3,6 +3,7 @@
 
 * :mod:`.metadata` -- ApiVersions, Metadata, DescribeCluster, FindCoordinator
 * :mod:`.admin` -- CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
+* :mod:`.consumer_groups` -- KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
 * :mod:`.configs` -- DescribeConfigs, IncrementalAlterConfigs, AlterConfigs
 * :mod:`.produce` -- Produce
 * :mod:`.fetch` -- Fetch, ListOffsets, OffsetForLeaderEpoch
@@ -16,6 +17,7 @@ from __future__ import annotations
 from aiostream_kafka.testing.fake.handlers import (
     admin,
     configs,
+    consumer_groups,
     fetch,
     groups,
     metadata,
@@ -31,6 +33,7 @@ __all__ = [
     "admin",
     "api_versions_response",
     "configs",
+    "consumer_groups",
     "error_response",
     "fetch",
     "groups",

@@ -46,6 +46,9 @@ def _coordinator_error(ctx: RequestContext, group_id: str) -> int:
 @serve(JoinGroupRequest)
 async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     code = _coordinator_error(ctx, request.group_id)
+    consumer_group = ctx.state.consumer_groups.groups.get(request.group_id)
+    if not code and consumer_group is not None and consumer_group.members:
+        code = errors.INCONSISTENT_GROUP_PROTOCOL  # a KIP-848 group's id (no conversion)
     if code:
         return JoinGroupResponse(error_code=code, generation_id=-1, member_id=request.member_id)
     version = ctx.version
@@ -159,7 +162,7 @@ def _fail_offset_commit(request: Any, version: int, code: int) -> Response:
 async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     state = ctx.state
     version = ctx.version
-    code = _coordinator_error(ctx, request.group_id) or state.groups.check_commit(
+    code = _coordinator_error(ctx, request.group_id) or state.check_commit(
         request.group_id,
         request.generation_id_or_member_epoch,
         request.member_id,
@@ -317,8 +320,20 @@ async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGr
     states = {s.lower() for s in request.states_filter} if ctx.version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if ctx.version >= 5 else set()
     listed = []
+    consumer_groups = ctx.state.consumer_groups.groups
+    for cgroup in consumer_groups.values():
+        if (states and cgroup.state.lower() not in states) or (types and "consumer" not in types):
+            continue
+        listed.append(
+            ListGroupsResponse.ListedGroup(
+                group_id=cgroup.group_id,
+                protocol_type="consumer",
+                group_state=cgroup.state,
+                group_type="consumer",
+            )
+        )
     for group in ctx.state.groups.groups.values():
-        if group.state == DEAD:
+        if group.state == DEAD or group.group_id in consumer_groups:
             continue
         if states and group.state.lower() not in states:
             continue
@@ -383,7 +398,16 @@ async def describe_groups(
 async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     results = []
     for group_id in request.groups_names:
-        code = _coordinator_error(ctx, group_id) or ctx.state.groups.delete(group_id)
+        code = _coordinator_error(ctx, group_id)
+        cgroup = ctx.state.consumer_groups.groups.get(group_id)
+        if not code and cgroup is not None:
+            if cgroup.members:
+                code = errors.NON_EMPTY_GROUP
+            else:
+                del ctx.state.consumer_groups.groups[group_id]
+                ctx.state.groups.groups.pop(group_id, None)
+        elif not code:
+            code = ctx.state.groups.delete(group_id)
         results.append(
             DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code)
         )
