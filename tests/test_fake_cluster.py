@@ -625,3 +625,30 @@ async def test_cli_dev_broker_fake_serves_until_interrupted() -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+# -- a crash in the fake fails the test ---------------------------------------------------
+
+
+async def test_a_handler_crash_is_recorded_and_fails_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in a handler closes the client's connection (the client may retry and pass);
+    the crash is recorded and raised when the ``async with`` block ends."""
+    import dataclasses
+
+    from aiostream_kafka.testing.fake import HandlerCrashError
+    from aiostream_kafka.testing.fake.handlers import REGISTRY
+
+    async def broken(ctx: object, request: object) -> None:
+        raise ZeroDivisionError("a bug in the fake")
+
+    spec = REGISTRY[MetadataRequest.API_KEY]
+    monkeypatch.setitem(REGISTRY, spec.api_key, dataclasses.replace(spec, handle=broken))
+    with pytest.raises(HandlerCrashError, match="Metadata v12: ZeroDivisionError") as raised:
+        async with FakeCluster() as cluster:
+            host, _, port = cluster.bootstrap_servers.rpartition(":")
+            assert await _closed_by_broker(host, int(port), _metadata_frame())
+            assert len(cluster.handler_crashes) == 1
+    assert "a bug in the fake" in str(raised.value)
+    assert raised.value.crashes[0].api_name == "Metadata"

@@ -38,7 +38,12 @@ from aiostream_kafka.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from aiostream_kafka.structs import Record
 from aiostream_kafka.testing.fake.control import Control
 from aiostream_kafka.testing.fake.server import BrokerServer
-from aiostream_kafka.testing.fake.state import ClusterState, TopicError
+from aiostream_kafka.testing.fake.state import (
+    ClusterState,
+    HandlerCrash,
+    HandlerCrashError,
+    TopicError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +140,25 @@ class FakeCluster:
         return ",".join(f"{b.host}:{b.port}" for b in self._state.brokers.values())
 
     @property
+    def handler_crashes(self) -> list[HandlerCrash]:
+        """Request handlers that raised since the cluster was created (each closed its
+        client's connection), oldest first."""
+        return list(self._state.hooks.crashes)
+
+    def check(self) -> None:
+        """Raise :class:`HandlerCrashError` if a request handler crashed (and forget the
+        crashes, so that the next check reports only new ones)."""
+
+        def take() -> list[HandlerCrash]:
+            found = list(self._state.hooks.crashes)
+            self._state.hooks.crashes.clear()
+            return found
+
+        found = self.call(take)
+        if found:
+            raise HandlerCrashError(found)
+
+    @property
     def node_ids(self) -> list[int]:
         """The node ids of the brokers (1..brokers)."""
         return sorted(self._state.brokers)
@@ -214,6 +238,8 @@ class FakeCluster:
     ) -> None:
         # Shielded: a cancelled test still has its listeners closed.
         await asyncio.shield(self.close())
+        if exc_type is None:
+            self.check()  # a handler crash fails the block (never masks its own error)
 
     # -- a thread of its own -----------------------------------------------------------
 

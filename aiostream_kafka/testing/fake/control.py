@@ -181,9 +181,7 @@ class Control:
 
         Raises ``KeyError`` for an unknown transactional id.
         """
-        return self._cluster.call(
-            lambda: self._cluster.state.transactions.abort(transactional_id)
-        )
+        return self._cluster.call(lambda: self._cluster.state.transactions.abort(transactional_id))
 
     def requests(self, api: int | str | None = None) -> list[RequestLogEntry]:
         """The requests received (the last 10,000), oldest first; only those of ``api``

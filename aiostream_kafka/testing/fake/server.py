@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import traceback
 from typing import Any
 
 from aiostream_kafka.concurrency import Crash, TaskScope
@@ -33,7 +34,7 @@ from aiostream_kafka.protocol.messages import API_KEYS, API_NAMES
 from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.context import RequestContext
 from aiostream_kafka.testing.fake.handlers import REGISTRY, api_versions_response, error_response
-from aiostream_kafka.testing.fake.state import BrokerInfo, ClusterState
+from aiostream_kafka.testing.fake.state import BrokerInfo, ClusterState, HandlerCrash
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,16 @@ class BrokerServer:
                     response = await spec.handle(ctx, request)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
+                except Exception as exc:
+                    self.state.hooks.crashes.append(
+                        HandlerCrash(
+                            node_id,
+                            spec.request_type.__name__.removesuffix("Request"),
+                            version,
+                            repr(exc),
+                            traceback.format_exc(),
+                        )
+                    )
                     log.exception(
                         "fake broker %d: the handler of %s v%d failed; closing the connection",
                         node_id,

@@ -29,6 +29,8 @@ __all__ = [
     "ClusterState",
     "DelayRule",
     "FailRule",
+    "HandlerCrash",
+    "HandlerCrashError",
     "Hooks",
     "Partition",
     "RequestLogEntry",
@@ -121,6 +123,35 @@ class RequestLogEntry:
     at: float
 
 
+@dataclass(slots=True, frozen=True)
+class HandlerCrash:
+    """A handler of the fake that raised (a bug in the fake, or a request it cannot
+    serve that it should refuse properly): its connection was closed."""
+
+    node_id: int
+    api_name: str
+    api_version: int
+    error: str
+    traceback: str
+
+    def __str__(self) -> str:
+        return f"broker {self.node_id}: {self.api_name} v{self.api_version}: {self.error}"
+
+
+class HandlerCrashError(AssertionError):
+    """Handlers of the fake cluster crashed while serving the test's clients (raised by
+    ``FakeCluster``'s ``async with`` exit, :meth:`FakeCluster.check` and the pytest
+    plugin, so that a bug in the fake cannot hide behind a client's retries)."""
+
+    def __init__(self, crashes: list[HandlerCrash]) -> None:
+        self.crashes = list(crashes)
+        lines = "\n".join(f"  {c}" for c in crashes)
+        super().__init__(
+            f"{len(crashes)} request handler crash(es) in the fake Kafka cluster:\n{lines}\n"
+            f"first traceback:\n{crashes[0].traceback}"
+        )
+
+
 @dataclass(slots=True)
 class Hooks:
     """What the control API set: failures and delays per API key, and the request log."""
@@ -129,6 +160,8 @@ class Hooks:
     #: api key -> [seconds, responses left to delay (None: every one)]
     delay: dict[int, list[DelayRule]] = field(default_factory=dict)
     log: deque[RequestLogEntry] = field(default_factory=lambda: deque(maxlen=REQUEST_LOG_SIZE))
+    #: Handlers that raised, oldest first.
+    crashes: list[HandlerCrash] = field(default_factory=list)
 
     def take_delay(self, api_key: int) -> float:
         """Seconds to hold this response (and count it against the rule)."""
