@@ -46,6 +46,8 @@ class ClusterHandle(Protocol):
     def state(self) -> ClusterState: ...
     @property
     def servers(self) -> dict[int, BrokerServer]: ...
+    @property
+    def sasl_servers(self) -> dict[int, BrokerServer]: ...
     def call(self, fn: Callable[[], T]) -> T: ...
     async def stop_broker(self, node_id: int, timeout: float = ...) -> None: ...  # noqa: ASYNC109
     async def start_broker(self, node_id: int) -> None: ...
@@ -132,8 +134,12 @@ class Control:
         """Reset the open client connections of one broker (or all); return how many."""
 
         def apply() -> int:
-            servers = self._cluster.servers
-            targets = [servers[node_id]] if node_id is not None else list(servers.values())
+            targets = []
+            for servers in (self._cluster.servers, self._cluster.sasl_servers):
+                if node_id is None:
+                    targets += list(servers.values())
+                elif node_id in servers:
+                    targets.append(servers[node_id])
             return sum(server.drop_connections() for server in targets)
 
         return self._cluster.call(apply)

@@ -22,6 +22,7 @@ from aiostream_kafka.testing.fake.consumer_groups import ConsumerGroupCoordinato
 from aiostream_kafka.testing.fake.fetch_sessions import FetchSessionCache
 from aiostream_kafka.testing.fake.groups import GroupCoordinator
 from aiostream_kafka.testing.fake.log import PartitionLog
+from aiostream_kafka.testing.fake.sasl import SaslUsers
 from aiostream_kafka.testing.fake.transactions import TransactionCoordinator
 
 __all__ = [
@@ -63,6 +64,8 @@ class BrokerInfo:
     node_id: int
     host: str
     port: int = 0
+    #: The SASL_PLAINTEXT listener's port (0: none).
+    sasl_port: int = 0
     rack: str | None = None
     alive: bool = True
     #: Fetch sessions (KIP-227) live on the broker that made them.
@@ -207,6 +210,7 @@ class ClusterState:
         transaction_version: int = 2,
         group_consumer_session_timeout_ms: int = 45_000,
         group_consumer_heartbeat_interval_ms: int = 1_000,
+        sasl_users: SaslUsers | None = None,
     ) -> None:
         self.brokers: dict[int, BrokerInfo] = {
             node_id: BrokerInfo(node_id, host) for node_id in range(1, brokers + 1)
@@ -229,6 +233,8 @@ class ClusterState:
             heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
         )
         self.transactions = TransactionCoordinator(self)
+        #: Who may authenticate on the SASL listeners (None: there are none).
+        self.sasl_users = sasl_users
         #: The broker settings the fake was started with (DescribeConfigs answers them as
         #: static broker configs; the others with Kafka's defaults).
         self.broker_settings: dict[str, str] = {

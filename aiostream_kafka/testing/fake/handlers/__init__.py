@@ -8,6 +8,7 @@
 * :mod:`.produce` -- Produce
 * :mod:`.fetch` -- Fetch, ListOffsets, OffsetForLeaderEpoch
 * :mod:`.groups` -- the classic group protocol, offsets, ListGroups/DescribeGroups/DeleteGroups
+* :mod:`.sasl` -- SaslHandshake, SaslAuthenticate (SASL_PLAINTEXT listeners)
 * :mod:`.transactions` -- InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
   TxnOffsetCommit, EndTxn
 """
@@ -22,6 +23,7 @@ from aiostream_kafka.testing.fake.handlers import (
     groups,
     metadata,
     produce,
+    sasl,
     transactions,
 )
 from aiostream_kafka.testing.fake.handlers.metadata import api_versions_response
@@ -39,5 +41,6 @@ __all__ = [
     "groups",
     "metadata",
     "produce",
+    "sasl",
     "transactions",
 ]

@@ -103,7 +103,7 @@ class _FetchRound:
                     self.endpoints[leader.node_id] = FetchResponse.NodeEndpoint(
                         node_id=leader.node_id,
                         host=leader.host,
-                        port=leader.port,
+                        port=self.ctx.port_of(leader),
                         rack=leader.rack,
                     )
             else:

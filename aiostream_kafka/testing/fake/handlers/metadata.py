@@ -132,7 +132,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataRes
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[
-            _Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            _Broker(node_id=b.node_id, host=b.host, port=ctx.port_of(b), rack=b.rack)
             for b in state.alive_brokers()
         ],
         cluster_id=state.cluster_id,
@@ -154,7 +154,7 @@ async def describe_cluster(
         controller_id=state.controller_id,
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False
+                broker_id=b.node_id, host=b.host, port=ctx.port_of(b), rack=b.rack, is_fenced=False
             )
             for b in state.alive_brokers()
         ],
@@ -187,7 +187,7 @@ async def find_coordinator(
                     key=key,
                     node_id=node_id,
                     host=broker.host,
-                    port=broker.port,
+                    port=ctx.port_of(broker),
                     error_code=errors.NONE,
                 )
             )

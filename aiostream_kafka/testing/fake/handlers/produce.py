@@ -86,7 +86,7 @@ async def produce(ctx: RequestContext, request: ProduceRequest) -> ProduceRespon
                     endpoints[leader.node_id] = ProduceResponse.NodeEndpoint(
                         node_id=leader.node_id,
                         host=leader.host,
-                        port=leader.port,
+                        port=ctx.port_of(leader),
                         rack=leader.rack,
                     )
             elif data.records is None:
