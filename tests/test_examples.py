@@ -63,10 +63,24 @@ def test_every_example_is_covered() -> None:
     tested = {
         "quickstart_producer.py", "quickstart_consumer.py", "partitioned_processing.py",
         "batched_commits.py", "fastapi_app.py", "demo.py", "share_worker.py", "otel_tracing.py",
+        "testing_with_fake.py",
     }  # fmt: skip
     # Helpers start with "_"; the Spark examples have their own tests.
     examples = {p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith(("_", "spark"))}
     assert examples == tested
+
+
+async def test_testing_with_fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The testing page's example: an application tested against ``FakeCluster`` (no
+    broker fixture: the example starts its own fake)."""
+    root = str(EXAMPLES.parent)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    )
+    out = await run_example("testing_with_fake.py", timeout_s=120)
+    assert "forwarding: 3 orders confirmed" in out
+    assert "fault injection: offset 0 written after 2 refusals" in out
+    assert out.rstrip().endswith("all checks passed")
 
 
 async def test_quickstart_producer(kafka_cluster: KafkaCluster, new_topic: NewTopic) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "BOOLEAN",
     "CONFIG_SOURCE",
     "DOUBLE",
+    "GROUP_CONFIGS",
     "INT",
     "LIST",
     "LONG",
@@ -37,6 +38,7 @@ CONFIG_SOURCE = {
     "DYNAMIC_DEFAULT_BROKER_CONFIG": 3,
     "STATIC_BROKER_CONFIG": 4,
     "DEFAULT_CONFIG": 5,
+    "GROUP_CONFIG": 8,
 }
 
 _LONG_MAX = str(2**63 - 1)
@@ -136,6 +138,15 @@ def check_topic_config(name: str, value: str | None) -> str | None:
     if definition is None:
         return f"Unknown topic config name: {name}"
     return check_value(name, value, definition)
+
+
+#: KIP-848 group configs (GROUP resources) the fake applies.
+GROUP_CONFIGS: dict[str, ConfigDef] = {
+    "consumer.heartbeat.interval.ms": ConfigDef(
+        None, INT, None, "group.consumer.heartbeat.interval.ms"
+    ),
+    "consumer.session.timeout.ms": ConfigDef(None, INT, None, "group.consumer.session.timeout.ms"),
+}
 
 
 def broker_configs(

@@ -25,6 +25,7 @@ task is started here. Offsets live with the classic groups' (``groups.py``) by g
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from aiostream_kafka.testing.fake import errors
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ConsumerGroup", "ConsumerGroupCoordinator", "ConsumerMember", "HeartbeatResult"]
 
@@ -139,6 +142,19 @@ class ConsumerGroupCoordinator:
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.groups: dict[str, ConsumerGroup] = {}
+        #: Group configs set with IncrementalAlterConfigs (GROUP resources, KIP-848):
+        #: ``consumer.session.timeout.ms``, ``consumer.heartbeat.interval.ms``.
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    def session_ms(self, group_id: str) -> int:
+        """The session timeout of a group's members (its config, else the cluster's)."""
+        value = self.group_configs.get(group_id, {}).get("consumer.session.timeout.ms")
+        return int(value) if value is not None else self.session_timeout_ms
+
+    def interval_ms(self, group_id: str) -> int:
+        """The heartbeat interval given to a group's members."""
+        value = self.group_configs.get(group_id, {}).get("consumer.heartbeat.interval.ms")
+        return int(value) if value is not None else self.heartbeat_interval_ms
 
     def _topic_table(self) -> dict[str, tuple[UUID, int]]:
         return self._topics()
@@ -205,8 +221,7 @@ class ConsumerGroupCoordinator:
                 )  # fmt: skip
                 if isinstance(found, HeartbeatResult):
                     return found
-                member = found
-                changed = True
+                member, changed = found
             else:
                 # Rejoining at epoch 0 with a known id: it lost what it had.
                 member.assigned = {}
@@ -225,7 +240,8 @@ class ConsumerGroupCoordinator:
                 and not _minus(owned, member.assigned)
             ):
                 return HeartbeatResult(errors.FENCED_MEMBER_EPOCH, member_id)
-        member.rebalance_timeout_ms = rebalance_timeout_ms or member.rebalance_timeout_ms
+        if rebalance_timeout_ms > 0:  # -1: unchanged (only a full request carries it)
+            member.rebalance_timeout_ms = rebalance_timeout_ms
         if rack_id is not None:
             member.rack_id = rack_id
         if subscribed_names is not None and sorted(subscribed_names) != sorted(
@@ -253,7 +269,7 @@ class ConsumerGroupCoordinator:
             errors.NONE,
             member.member_id,
             member.member_epoch,
-            self.heartbeat_interval_ms,
+            self.interval_ms(group.group_id),
             assignment,
         )
 
@@ -266,7 +282,12 @@ class ConsumerGroupCoordinator:
         client_id: str,
         client_host: str,
         rebalance_timeout_ms: int,
-    ) -> ConsumerMember | HeartbeatResult:
+    ) -> tuple[ConsumerMember, bool] | HeartbeatResult:
+        """The new member and whether the group epoch moves (not when a static member
+        takes over the place, assignment and epoch of the one it replaces)."""
+        member = ConsumerMember(
+            member_id, instance_id, rack_id, client_id, client_host, rebalance_timeout_ms
+        )
         if instance_id is not None:
             for other in list(group.members.values()):
                 if other.instance_id == instance_id:
@@ -276,12 +297,18 @@ class ConsumerGroupCoordinator:
                             member_id,
                             error_message=f"instance id {instance_id} is used by another member",
                         )
-                    self._remove(group, other, bump=False)
-        member = ConsumerMember(
-            member_id, instance_id, rack_id, client_id, client_host, rebalance_timeout_ms
-        )
+                    target = group.target.get(other.member_id, {})
+                    self._remove(group, other, bump=False, why="replaced (static)")
+                    member.assigned = _copy(other.assigned)
+                    member.member_epoch = other.member_epoch
+                    member.subscribed_names = list(other.subscribed_names)
+                    member.subscribed_regex = other.subscribed_regex
+                    member.server_assignor = other.server_assignor
+                    group.target[member_id] = target
+                    group.members[member_id] = member
+                    return member, False
         group.members[member_id] = member
-        return member
+        return member, True
 
     def _leave(self, group: ConsumerGroup | None, member_id: str, epoch: int) -> HeartbeatResult:
         member = group.members.get(member_id) if group is not None else None
@@ -292,10 +319,13 @@ class ConsumerGroupCoordinator:
             member.left_static = True
             self._session(group, member)
         else:
-            self._remove(group, member)
-        return HeartbeatResult(errors.NONE, member_id, epoch, self.heartbeat_interval_ms)
+            self._remove(group, member, why="left")
+        return HeartbeatResult(errors.NONE, member_id, epoch, self.interval_ms(group.group_id))
 
-    def _remove(self, group: ConsumerGroup, member: ConsumerMember, *, bump: bool = True) -> None:
+    def _remove(
+        self, group: ConsumerGroup, member: ConsumerMember, *, bump: bool = True, why: str = ""
+    ) -> None:
+        log.info("group %s: member %s removed (%s)", group.group_id, member.member_id, why)
         group.members.pop(member.member_id, None)
         group.target.pop(member.member_id, None)
         for timer in (member.session_timer, member.rebalance_timer):
@@ -309,20 +339,20 @@ class ConsumerGroupCoordinator:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms / 1000, self._expired, group, member
+            self.session_ms(group.group_id) / 1000, self._expired, group, member
         )
 
     def _expired(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.session_timer = None
         if group.members.get(member.member_id) is member:
-            self._remove(group, member)
+            self._remove(group, member, why="session timed out")
 
     def expire_member(self, group_id: str, member_id: str) -> None:
         """Remove a member as if its session had timed out (control API).
 
         Raises ``KeyError`` for an unknown group or member."""
         group = self.groups[group_id]
-        self._remove(group, group.members[member_id])
+        self._remove(group, group.members[member_id], why="expired by the control API")
 
     # -- the assignment ----------------------------------------------------------------
 
@@ -419,7 +449,7 @@ class ConsumerGroupCoordinator:
     def _revocation_timed_out(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.rebalance_timer = None
         if group.members.get(member.member_id) is member and member.state == UNREVOKED:
-            self._remove(group, member)
+            self._remove(group, member, why="revocation outlived its rebalance timeout")
 
     # -- offsets -----------------------------------------------------------------------
 

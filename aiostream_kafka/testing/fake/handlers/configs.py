@@ -23,10 +23,12 @@ from aiostream_kafka.protocol.messages.incremental_alter_configs import (
 from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.configs import (
     CONFIG_SOURCE,
+    GROUP_CONFIGS,
     LIST,
     TOPIC_CONFIGS,
     broker_configs,
     check_topic_config,
+    check_value,
 )
 from aiostream_kafka.testing.fake.context import RequestContext
 from aiostream_kafka.testing.fake.handlers.registry import serve
@@ -34,6 +36,7 @@ from aiostream_kafka.testing.fake.state import ClusterState
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 _SET, _DELETE, _APPEND, _SUBTRACT = range(4)
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = DescribeConfigsResponse.DescribeConfigsResourceResult
@@ -99,6 +102,55 @@ def _broker_entries(
     return errors.NONE, None, entries
 
 
+def _group_entries(state: ClusterState, group_id: str, keys: list[str] | None) -> list[_Entry]:
+    own = state.consumer_groups.group_configs.get(group_id, {})
+    defaults = {
+        "consumer.heartbeat.interval.ms": str(state.consumer_groups.heartbeat_interval_ms),
+        "consumer.session.timeout.ms": str(state.consumer_groups.session_timeout_ms),
+    }
+    return [
+        _Entry(
+            name=config,
+            value=own.get(config, defaults[config]),
+            read_only=False,
+            config_source=CONFIG_SOURCE["GROUP_CONFIG" if config in own else "DEFAULT_CONFIG"],
+            is_sensitive=False,
+            config_type=definition.type,
+            documentation=None,
+        )
+        for config, definition in sorted(GROUP_CONFIGS.items())
+        if keys is None or config in keys
+    ]
+
+
+def _apply_group(
+    state: ClusterState, group_id: str, ops: list[tuple[str, int, str | None]], validate_only: bool
+) -> tuple[int, str | None]:
+    configs = dict(state.consumer_groups.group_configs.get(group_id, {}))
+    for config, op, value in ops:
+        definition = GROUP_CONFIGS.get(config)
+        if definition is None:
+            return errors.INVALID_CONFIG, f"Unknown group config name: {config}"
+        if op == _DELETE:
+            configs.pop(config, None)
+            continue
+        if op != _SET:
+            return (
+                errors.INVALID_CONFIG,
+                f"Config value append is not allowed for config key: {config}",
+            )
+        problem = check_value(config, value, definition)
+        if problem is None and value is not None and int(value) <= 0:
+            problem = f"Invalid value {value} for configuration {config}: Value must be at least 1"
+        if problem is not None:
+            return errors.INVALID_CONFIG, problem
+        assert value is not None
+        configs[config] = value
+    if not validate_only:
+        state.consumer_groups.group_configs[group_id] = configs
+    return errors.NONE, None
+
+
 @serve(DescribeConfigsRequest)
 async def describe_configs(
     ctx: RequestContext, request: DescribeConfigsRequest
@@ -113,6 +165,12 @@ async def describe_configs(
             )
         elif resource.resource_type == BROKER:
             code, message, entries = _broker_entries(ctx, resource.resource_name, keys)
+        elif resource.resource_type == GROUP:
+            code, message, entries = (
+                errors.NONE,
+                None,
+                _group_entries(ctx.state, resource.resource_name, keys),
+            )
         else:
             code, message, entries = (
                 errors.INVALID_REQUEST,
@@ -144,6 +202,10 @@ def _apply(
     configs replace every one set before."""
     if resource_type == BROKER:
         return errors.INVALID_REQUEST, "the fake cluster's broker configs are read-only"
+    if resource_type == GROUP:
+        if replace:
+            state.consumer_groups.group_configs.pop(name, None)
+        return _apply_group(state, name, ops, validate_only)
     if resource_type != TOPIC:
         return errors.INVALID_REQUEST, f"unsupported resource type {resource_type}"
     topic = state.topic(name)
