@@ -451,6 +451,17 @@ class ConsumerGroupCoordinator:
         if group.members.get(member.member_id) is member and member.state == UNREVOKED:
             self._remove(group, member, why="revocation outlived its rebalance timeout")
 
+    def subscribed_topics(self, group_id: str) -> set[str]:
+        """The topics the members of a group subscribe to now (empty: none, or no such
+        KIP-848 group)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        out: set[str] = set()
+        for member in group.members.values():
+            out |= self._subscribed_topics(member)
+        return out
+
     # -- offsets -----------------------------------------------------------------------
 
     def check_commit(

@@ -78,6 +78,8 @@ class Transaction:
     #: group id -> (topic, partition) -> offset
     offsets: dict[str, dict[tuple[str, int], PendingOffset]] = field(default_factory=dict)
     started_at: float = 0.0
+    #: Wall-clock start of the open transaction (DescribeTransactions), ms.
+    started_at_ms: int = -1
     timer: asyncio.TimerHandle | None = None
     #: Transactions that ran out of time (aborted by the coordinator).
     timed_out: int = 0
@@ -159,6 +161,7 @@ class TransactionCoordinator:
             txn.groups.clear()
             txn.offsets.clear()
             txn.started_at = time.monotonic()
+            txn.started_at_ms = int(time.time() * 1000)
             txn.timer = asyncio.get_running_loop().call_later(
                 txn.timeout_ms / 1000, self._expire, txn, txn.producer_epoch
             )

@@ -158,7 +158,7 @@ async def describe_configs(
     synonyms = ctx.version >= 1 and request.include_synonyms
     results = []
     for resource in request.resources:
-        keys = resource.configuration_keys
+        keys = resource.configuration_keys or None  # null or empty: every config
         if resource.resource_type == TOPIC:
             code, message, entries = _topic_entries(
                 ctx.state, resource.resource_name, keys, synonyms

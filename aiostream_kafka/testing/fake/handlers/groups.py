@@ -1,5 +1,5 @@
 """Classic groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup; OffsetCommit,
-OffsetFetch; ListGroups, DescribeGroups, DeleteGroups.
+OffsetFetch, OffsetDelete; ListGroups, DescribeGroups, DeleteGroups.
 
 The state machine is :mod:`aiostream_kafka.testing.fake.groups`; here requests are read,
 routed (a broker that is not the group's coordinator answers ``NOT_COORDINATOR``) and
@@ -27,6 +27,10 @@ from aiostream_kafka.protocol.messages.list_groups import ListGroupsRequest, Lis
 from aiostream_kafka.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitResponse,
+)
+from aiostream_kafka.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
 )
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
@@ -412,3 +416,42 @@ async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> De
             DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code)
         )
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+@serve(OffsetDeleteRequest)
+async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    """Delete committed offsets of a group; refused (``GROUP_SUBSCRIBED_TO_TOPIC``) for a
+    topic a member of a KIP-848 group subscribes to."""
+    state = ctx.state
+    group_id = request.group_id
+    code = _coordinator_error(ctx, group_id)
+    offsets = state.groups.committed(group_id)
+    if (
+        not code
+        and group_id not in state.groups.groups
+        and (group_id not in state.consumer_groups.groups)
+    ):
+        code = errors.GROUP_ID_NOT_FOUND
+    if code:
+        return OffsetDeleteResponse(throttle_time_ms=0, error_code=code)
+    subscribed = state.consumer_groups.subscribed_topics(group_id)
+    topics = []
+    for wanted in request.topics:
+        partitions = []
+        for p in wanted.partitions:
+            if state.partition(wanted.name, p.partition_index) is None:
+                part_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif wanted.name in subscribed:
+                part_code = errors.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                offsets.pop((wanted.name, p.partition_index), None)
+                part_code = errors.NONE
+            partitions.append(
+                OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index, error_code=part_code
+                )
+            )
+        topics.append(
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(name=wanted.name, partitions=partitions)
+        )
+    return OffsetDeleteResponse(throttle_time_ms=0, error_code=errors.NONE, topics=topics)

@@ -1,5 +1,5 @@
 """InitProducerId, AddPartitionsToTxn (v0-3 from producers, v4+ batched), AddOffsetsToTxn,
-TxnOffsetCommit and EndTxn.
+TxnOffsetCommit and EndTxn; DescribeTransactions, ListTransactions, DescribeProducers.
 
 The state machine is :mod:`aiostream_kafka.testing.fake.transactions`; here requests are
 read, routed (a broker that is not the transactional id's coordinator answers
@@ -9,6 +9,8 @@ answered as ``INVALID_PRODUCER_EPOCH`` to versions older than KIP-588's.
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 from aiostream_kafka.protocol.base import Response
@@ -20,10 +22,22 @@ from aiostream_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
 )
+from aiostream_kafka.protocol.messages.describe_producers import (
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+)
+from aiostream_kafka.protocol.messages.describe_transactions import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
 from aiostream_kafka.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from aiostream_kafka.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
+)
+from aiostream_kafka.protocol.messages.list_transactions import (
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from aiostream_kafka.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -263,3 +277,118 @@ async def end_txn(ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse
         producer_id=pid,
         producer_epoch=epoch,
     )
+
+
+@serve(DescribeTransactionsRequest)
+async def describe_transactions(
+    ctx: RequestContext, request: DescribeTransactionsRequest
+) -> DescribeTransactionsResponse:
+    states = []
+    for tid in request.transactional_ids:
+        code = _coordinator_error(ctx, tid)
+        txn = ctx.state.transactions.transactions.get(tid)
+        if code or txn is None:
+            states.append(
+                DescribeTransactionsResponse.TransactionState(
+                    error_code=code or errors.TRANSACTIONAL_ID_NOT_FOUND,
+                    transactional_id=tid,
+                    transaction_state="",
+                    transaction_start_time_ms=-1,
+                    producer_id=-1,
+                    producer_epoch=-1,
+                )
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in sorted(txn.partitions):
+            by_topic.setdefault(topic, []).append(index)
+        states.append(
+            DescribeTransactionsResponse.TransactionState(
+                error_code=errors.NONE,
+                transactional_id=tid,
+                transaction_state=txn.state,
+                transaction_timeout_ms=txn.timeout_ms,
+                transaction_start_time_ms=txn.started_at_ms if txn.state == "Ongoing" else -1,
+                producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+                topics=[
+                    DescribeTransactionsResponse.TopicData(topic=t, partitions=ps)
+                    for t, ps in by_topic.items()
+                ],
+            )
+        )
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
+
+
+@serve(ListTransactionsRequest)
+async def list_transactions(
+    ctx: RequestContext, request: ListTransactionsRequest
+) -> ListTransactionsResponse:
+    """The transactional ids this broker coordinates, filtered as asked (states,
+    producer ids, open longer than ``duration_filter`` ms, an id pattern)."""
+    version = ctx.version
+    states = {s for s in request.state_filters}
+    pids = set(request.producer_id_filters)
+    now_ms = int(time.time() * 1000)
+    pattern = (
+        re.compile(request.transactional_id_pattern)
+        if version >= 2 and request.transactional_id_pattern
+        else None
+    )
+    listed = []
+    for tid, txn in sorted(ctx.state.transactions.transactions.items()):
+        if ctx.state.coordinator_for(tid) != ctx.node_id:
+            continue
+        if (states and txn.state not in states) or (pids and txn.producer_id not in pids):
+            continue
+        if (
+            version >= 1
+            and request.duration_filter >= 0
+            and (txn.state != "Ongoing" or now_ms - txn.started_at_ms < request.duration_filter)
+        ):
+            continue
+        if pattern is not None and not pattern.fullmatch(tid):
+            continue
+        listed.append(
+            ListTransactionsResponse.TransactionState(
+                transactional_id=tid, producer_id=txn.producer_id, transaction_state=txn.state
+            )
+        )
+    return ListTransactionsResponse(
+        throttle_time_ms=0, error_code=errors.NONE, transaction_states=listed
+    )
+
+
+@serve(DescribeProducersRequest)
+async def describe_producers(
+    ctx: RequestContext, request: DescribeProducersRequest
+) -> DescribeProducersResponse:
+    """The idempotent and transactional producers a partition's leader knows."""
+    topics = []
+    for wanted in request.topics:
+        partitions = []
+        for index in wanted.partition_indexes:
+            out = DescribeProducersResponse.PartitionResponse(partition_index=index)
+            partition = ctx.state.partition(wanted.name, index)
+            if partition is None:
+                out.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif partition.leader != ctx.node_id:
+                out.error_code = errors.NOT_LEADER_OR_FOLLOWER
+            else:
+                log = partition.log
+                out.active_producers = [
+                    DescribeProducersResponse.ProducerState(
+                        producer_id=pid,
+                        producer_epoch=entry.epoch,
+                        last_sequence=entry.last_sequence,
+                        last_timestamp=-1,
+                        coordinator_epoch=0,
+                        current_txn_start_offset=log.open_transactions.get(pid, -1),
+                    )
+                    for pid, entry in sorted(log.producers.items())
+                ]
+            partitions.append(out)
+        topics.append(
+            DescribeProducersResponse.TopicResponse(name=wanted.name, partitions=partitions)
+        )
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
