@@ -120,6 +120,7 @@ class ConsumerGroup:
         if any(
             m.member_epoch != self.assignment_epoch or m.state != STABLE
             for m in self.members.values()
+            if not m.left_static
         ):
             return "Reconciling"
         return "Stable"
@@ -300,7 +301,7 @@ class ConsumerGroupCoordinator:
                     target = group.target.get(other.member_id, {})
                     self._remove(group, other, bump=False, why="replaced (static)")
                     member.assigned = _copy(other.assigned)
-                    member.member_epoch = other.member_epoch
+                    member.member_epoch = other.previous_epoch
                     member.subscribed_names = list(other.subscribed_names)
                     member.subscribed_regex = other.subscribed_regex
                     member.server_assignor = other.server_assignor
@@ -315,8 +316,11 @@ class ConsumerGroupCoordinator:
         if group is None or member is None:
             return HeartbeatResult(errors.UNKNOWN_MEMBER_ID, member_id)
         if epoch == -2 and member.instance_id is not None:
-            # A static member stepping out: its place is kept for the session timeout.
+            # A static member stepping out: its place is kept for the session timeout,
+            # at epoch -2 (what DescribeGroups shows).
             member.left_static = True
+            member.previous_epoch = member.member_epoch
+            member.member_epoch = -2
             self._session(group, member)
         else:
             self._remove(group, member, why="left")
