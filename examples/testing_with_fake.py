@@ -121,7 +121,6 @@ def check_from_synchronous_code() -> None:
 
         asyncio.run(produce())  # a client on an event loop of its own
         assert [r.value for r in cluster.records("events")] == [b"from another loop"]
-        print("start_blocking: served a client running its own event loop")
     finally:
         cluster.stop_blocking()
 
@@ -130,6 +129,7 @@ async def main() -> None:
     await check_forwarding()
     await check_fault_injection()
     await asyncio.to_thread(check_from_synchronous_code)
+    print("start_blocking: served a client running its own event loop")
     print("all checks passed")
 
 

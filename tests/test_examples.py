@@ -285,3 +285,17 @@ async def test_fastapi_app_serves_orders_and_stops_on_ctrl_c(
     assert sorted(json.loads(r.value or b"")["id"] for r in records) == [
         f"order-{n}" for n in range(5)
     ]
+
+
+def test_the_testing_page_shows_the_example_as_it_runs() -> None:
+    """The fake's code blocks of docs/testing.md are pieces of examples/testing_with_fake.py
+    (which test_testing_with_fake runs), so the page never shows code that does not run."""
+    import textwrap
+
+    page = (EXAMPLES.parent / "docs" / "testing.md").read_text()
+    example = (EXAMPLES / "testing_with_fake.py").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    shown = [b for b in blocks if "def check_" in b]
+    assert len(shown) == 3
+    for block in shown:
+        assert textwrap.dedent(block) in example, block
