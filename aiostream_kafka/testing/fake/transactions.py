@@ -31,12 +31,28 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.groups import GroupCoordinator
+from aiostream_kafka.testing.fake.log import PartitionLog
 
-if TYPE_CHECKING:
-    from aiostream_kafka.testing.fake.state import ClusterState
+
+class _Partition(Protocol):
+    @property
+    def log(self) -> PartitionLog: ...
+    @property
+    def leader_epoch(self) -> int: ...
+
+
+class ClusterState(Protocol):
+    """What the coordinator uses of the cluster's state (``state.ClusterState``)."""
+
+    @property
+    def groups(self) -> GroupCoordinator: ...
+    def partition(self, topic: str, index: int) -> _Partition | None: ...
+    def new_producer_id(self) -> int: ...
+
 
 __all__ = ["PendingOffset", "Transaction", "TransactionCoordinator"]
 
