@@ -109,6 +109,26 @@ async def _refused_start(self: KafkaCluster) -> None:
     )
 
 
+#: The fidelity run (issue 34): ``AIOSTREAM_KAFKA_BROKER=fake`` serves ``kafka_cluster``
+#: with the in-process fake; tests marked ``real_broker`` are skipped, and a test that
+#: would start a JVM anyway (a cluster forcing ``source="local"``/``"docker"``) fails
+#: instead of starting one.
+FAKE_RUN = os.environ.get("AIOSTREAM_KAFKA_BROKER", "").strip().lower() == "fake"
+
+
+class JvmInFakeRunError(RuntimeError):
+    """A test forced a JVM broker in the fake run: mark it ``real_broker``."""
+
+
+async def _fake_only_start(self: KafkaCluster) -> None:
+    if self.source != "fake":
+        raise JvmInFakeRunError(
+            f"{_current_test or 'a test'} starts a {self.source!r} broker (a JVM) in a run "
+            "with AIOSTREAM_KAFKA_BROKER=fake; mark it @pytest.mark.real_broker(reason=...)"
+        )
+    await _original_start(self)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -118,6 +138,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # Every broker start goes through KafkaCluster.start (the plugin's fixtures,
         # start_blocking, ``async with``): refuse it for the session.
         KafkaCluster.start = _refused_start  # type: ignore[method-assign]
+    elif FAKE_RUN:
+        KafkaCluster.start = _fake_only_start  # type: ignore[method-assign]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -136,6 +158,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         own = getattr(module, "broker_fixtures", ())
         if BROKER_FIXTURES.intersection(names) or set(own).intersection(names):
             item.add_marker(broker)
+        real = item.get_closest_marker("real_broker")
+        if FAKE_RUN and real is not None:
+            reason = real.kwargs.get("reason") or (real.args[0] if real.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"real broker only: {reason}"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from aiostream_kafka import _native
 from aiostream_kafka.testing.cluster import KafkaCluster
 
@@ -32,6 +34,9 @@ def _run_benchmarks(*args: str, timeout: float) -> subprocess.CompletedProcess[s
 FAMILIES = ["produce", "consume", "latency", "pause", "fastapi"]
 
 
+@pytest.mark.real_broker(
+    reason="runs the Java perf clients (a JVM of their own) beside the Python peers"
+)
 def test_benchmark_suite_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
     out = tmp_path / "results"
     proc = _run_benchmarks(
@@ -140,6 +145,7 @@ def test_produce_keyed_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Pat
     assert "ours / confluent-kafka" in markdown
 
 
+@pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
     """The opt-in share scenario (issue 29) at the smoke profile: a throughput case and the
     slow member beside a fast one, for ours, confluent-kafka and Java, each member in its

@@ -419,6 +419,9 @@ async def test_tls_through_an_ssl_context(tmp_path) -> None:  # type: ignore[no-
         await server.wait_closed()
 
 
+@pytest.mark.real_broker(
+    reason="a TLS listener (the fake serves PLAINTEXT and SASL_PLAINTEXT only)"
+)
 @pytest.mark.broker
 async def test_tls_to_a_real_broker() -> None:
     """Admin, Producer and Consumer over the broker's TLS listener (test CA)."""

@@ -424,6 +424,9 @@ async def test_compressed_data_counts_decompressed_bytes_against_the_budget(
         assert engine_of(consumer).buffer.expansion > 5
 
 
+@pytest.mark.real_broker(
+    reason="client quotas (AlterClientQuotas) and throttling are not served by the fake"
+)
 async def test_broker_throttling_is_honoured(
     kafka_cluster: KafkaCluster, new_topic: NewTopic
 ) -> None:
@@ -756,6 +759,7 @@ def _corrupt_batch_on_disk(cluster: KafkaCluster, topic: str, target_offset: int
     raise AssertionError(f"no batch holds offset {target_offset}")
 
 
+@pytest.mark.real_broker(reason="corrupts a segment file of a local broker's log on disk")
 async def test_a_corrupt_batch_raises_crc_error_naming_partition_and_offset(
     kafka_cluster: KafkaCluster, new_topic: NewTopic
 ) -> None:

@@ -47,6 +47,13 @@ from aiostream_kafka.structs import Record, TopicPartition
 from aiostream_kafka.testing import KafkaCluster
 
 pytestmark = [
+    pytest.mark.real_broker(
+        reason=(
+            "a proxied cluster with racks (FaultProxy in front of each broker, follower "
+            "fetching by rack): proxies need brokers that advertise the proxies' addresses "
+            "(local jars)"
+        )
+    ),
     pytest.mark.skipif(
         bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),
         reason="these tests need brokers this process starts; KAFKA_BOOTSTRAP_SERVERS is set",

@@ -87,6 +87,12 @@ async def test_killing_the_leader_moves_fetching_to_the_new_leader_without_gap_o
             await three_brokers.start_broker(victim)
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "partition reassignment and leader election requests (AlterPartitionReassignments, "
+        "ElectLeaders) are not served by the fake; control.move_leader is its way"
+    )
+)
 async def test_a_leader_moved_by_election_is_followed_through_the_kip_951_hint(
     three_brokers: KafkaCluster,
 ) -> None:

@@ -63,10 +63,24 @@ def test_every_example_is_covered() -> None:
     tested = {
         "quickstart_producer.py", "quickstart_consumer.py", "partitioned_processing.py",
         "batched_commits.py", "fastapi_app.py", "demo.py", "share_worker.py", "otel_tracing.py",
+        "testing_with_fake.py",
     }  # fmt: skip
     # Helpers start with "_"; the Spark examples have their own tests.
     examples = {p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith(("_", "spark"))}
     assert examples == tested
+
+
+async def test_testing_with_fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The testing page's example: an application tested against ``FakeCluster`` (no
+    broker fixture: the example starts its own fake)."""
+    root = str(EXAMPLES.parent)
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    )
+    out = await run_example("testing_with_fake.py", timeout_s=120)
+    assert "forwarding: 3 orders confirmed" in out
+    assert "fault injection: offset 0 written after 2 refusals" in out
+    assert out.rstrip().endswith("all checks passed")
 
 
 async def test_quickstart_producer(kafka_cluster: KafkaCluster, new_topic: NewTopic) -> None:
@@ -133,6 +147,7 @@ async def test_demo_with_few_records(kafka_cluster: KafkaCluster) -> None:
     assert "duplicates: 0, out of order within a partition: 0, missing: 0" in out
 
 
+@pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 async def test_share_worker(kafka_cluster: KafkaCluster) -> None:
     bootstrap = kafka_cluster.bootstrap_servers
     out = await run_example(
@@ -270,3 +285,17 @@ async def test_fastapi_app_serves_orders_and_stops_on_ctrl_c(
     assert sorted(json.loads(r.value or b"")["id"] for r in records) == [
         f"order-{n}" for n in range(5)
     ]
+
+
+def test_the_testing_page_shows_the_example_as_it_runs() -> None:
+    """The fake's code blocks of docs/testing.md are pieces of examples/testing_with_fake.py
+    (which test_testing_with_fake runs), so the page never shows code that does not run."""
+    import textwrap
+
+    page = (EXAMPLES.parent / "docs" / "testing.md").read_text()
+    example = (EXAMPLES / "testing_with_fake.py").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    shown = [b for b in blocks if "def check_" in b]
+    assert len(shown) == 3
+    for block in shown:
+        assert textwrap.dedent(block) in example, block

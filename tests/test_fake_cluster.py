@@ -70,7 +70,8 @@ async def test_starts_in_milliseconds_and_advertises_what_it_serves() -> None:
         assert apis[0] == (3, 13)  # Produce: the versions the codec has
         assert apis[1] == (4, 18)  # Fetch
         assert 18 in apis and 3 in apis and 11 in apis
-        assert 24 not in apis  # AddPartitionsToTxn: not served, so not advertised
+        assert apis[24] == (0, 5)  # AddPartitionsToTxn
+        assert 57 not in apis  # UpdateFeatures: not served, so not advertised
         brokers = await probe.metadata_brokers(host, int(port))
         assert sorted(b[0] for b in brokers) == [1, 2, 3]
 
@@ -624,3 +625,30 @@ async def test_cli_dev_broker_fake_serves_until_interrupted() -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+# -- a crash in the fake fails the test ---------------------------------------------------
+
+
+async def test_a_handler_crash_is_recorded_and_fails_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in a handler closes the client's connection (the client may retry and pass);
+    the crash is recorded and raised when the ``async with`` block ends."""
+    import dataclasses
+
+    from aiostream_kafka.testing.fake import HandlerCrashError
+    from aiostream_kafka.testing.fake.handlers import REGISTRY
+
+    async def broken(ctx: object, request: object) -> None:
+        raise ZeroDivisionError("a bug in the fake")
+
+    spec = REGISTRY[MetadataRequest.API_KEY]
+    monkeypatch.setitem(REGISTRY, spec.api_key, dataclasses.replace(spec, handle=broken))
+    with pytest.raises(HandlerCrashError, match="Metadata v12: ZeroDivisionError") as raised:
+        async with FakeCluster() as cluster:
+            host, _, port = cluster.bootstrap_servers.rpartition(":")
+            assert await _closed_by_broker(host, int(port), _metadata_frame())
+            assert len(cluster.handler_crashes) == 1
+    assert "a bug in the fake" in str(raised.value)
+    assert raised.value.crashes[0].api_name == "Metadata"

@@ -435,6 +435,10 @@ async def _group_type(bootstrap: str, group: str) -> str:
         return (await admin.describe_consumer_groups([group]))[group].type
 
 
+@pytest.mark.real_broker(
+    reason="converts a classic group to a consumer group and back online (KIP-848 "
+    "migration); the fake keeps the two kinds of group apart"
+)
 async def test_a_rolling_upgrade_to_the_consumer_protocol_and_back_loses_nothing(
     kafka_cluster: KafkaCluster, new_topic: NewTopic
 ) -> None:

@@ -21,6 +21,13 @@ from aiostream_kafka.testing import KafkaCluster, probe
 from aiostream_kafka.testing import jars as jars_module
 from aiostream_kafka.testing.local import cluster as local_cluster
 
+pytestmark = pytest.mark.real_broker(
+    reason=(
+        "tests the harness of JVM and Docker brokers itself (jars, processes, containers, "
+        "KRaft formatting)"
+    )
+)
+
 _managed_only = pytest.mark.skipif(
     bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),
     reason="fault tests need brokers this process starts; KAFKA_BOOTSTRAP_SERVERS is set",

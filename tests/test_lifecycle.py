@@ -223,6 +223,12 @@ def _typed(error: object) -> bool:
 # -- a broker that stops reading ---------------------------------------------------------------
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars)"
+    )
+)
 async def test_producer_send_fails_and_close_returns_under_a_stalled_broker(
     stallable: KafkaCluster, tasks: Callable[[], Tasks]
 ) -> None:
@@ -267,6 +273,12 @@ async def test_producer_send_fails_and_close_returns_under_a_stalled_broker(
     await owned.assert_all_done()
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars)"
+    )
+)
 async def test_consumer_close_returns_under_a_stalled_broker(
     stallable: KafkaCluster, tasks: Callable[[], Tasks]
 ) -> None:
@@ -305,6 +317,12 @@ async def test_consumer_close_returns_under_a_stalled_broker(
     await owned.assert_all_done()
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars)"
+    )
+)
 async def test_admin_call_fails_and_close_returns_under_a_stalled_broker(
     stallable: KafkaCluster, tasks: Callable[[], Tasks]
 ) -> None:
@@ -600,6 +618,12 @@ async def test_broker_that_accepts_and_never_answers(
         await owned.assert_all_done()
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars); TLS"
+    )
+)
 async def test_tls_and_plaintext_mismatch_fail_fast(
     faulty: KafkaCluster, tasks: Callable[[], Tasks]
 ) -> None:

@@ -46,6 +46,10 @@ from aiostream_kafka.protocol.records import LegacyBatch, RecordBatch, iter_batc
 from aiostream_kafka.structs import Record, TimestampType, TopicPartition
 from aiostream_kafka.testing import KafkaCluster, probe
 
+pytestmark = pytest.mark.real_broker(
+    reason="runs older Kafka releases (2.x ZooKeeper mode, legacy message formats) from their jars"
+)
+
 OLD_VERSION = "2.8.2"
 MESSAGE_FORMAT = {0: "0.9.0", 1: "0.10.2"}  # message.format.version -> magic 0 / magic 1
 _OFFSET_FETCH_KEY = 9

@@ -391,6 +391,12 @@ async def proxied() -> AsyncIterator[KafkaCluster]:
     bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),
     reason="needs a proxied broker this process starts; KAFKA_BOOTSTRAP_SERVERS is set",
 )
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars)"
+    )
+)
 async def test_partial_failure_with_the_broker_unreachable_names_what_to_retry(
     proxied: KafkaCluster,
 ) -> None:

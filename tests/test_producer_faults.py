@@ -62,6 +62,12 @@ def _assert_exactly_once_in_order(records, count: int) -> None:  # type: ignore[
     assert_exactly_once_in_order(records, range(count))
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars)"
+    )
+)
 async def test_cutting_the_connection_with_5_requests_in_flight(proxied: KafkaCluster) -> None:
     topic = await _topic(proxied, "cut", 3)
     proxy = proxied.proxy(1)
@@ -103,6 +109,12 @@ async def test_cutting_the_connection_with_5_requests_in_flight(proxied: KafkaCl
     _assert_exactly_once_in_order(records, count)
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars)"
+    )
+)
 async def test_close_with_timeout_fails_what_is_left(proxied: KafkaCluster) -> None:
     topic = await _topic(proxied, "close", 1)
     proxy = proxied.proxy(1)
@@ -125,6 +137,12 @@ async def test_close_with_timeout_fails_what_is_left(proxied: KafkaCluster) -> N
         await producer.close()
 
 
+@pytest.mark.real_broker(
+    reason=(
+        "a proxied broker (FaultProxy): proxies need brokers that advertise the proxies' "
+        "addresses (local jars)"
+    )
+)
 async def test_buffer_memory_wait_times_out_after_max_block_ms(proxied: KafkaCluster) -> None:
     topic = await _topic(proxied, "block", 1)
     proxy = proxied.proxy(1)
@@ -152,6 +170,12 @@ async def test_buffer_memory_wait_times_out_after_max_block_ms(proxied: KafkaClu
 
 
 @pytest.mark.slow
+@pytest.mark.real_broker(
+    reason=(
+        "partition reassignment (AlterPartitionReassignments) is not served by the fake; "
+        "control.move_leader is its way"
+    )
+)
 async def test_a_moved_leader_is_followed_from_the_produce_answer_kip_951(
     three_brokers: KafkaCluster,
 ) -> None:

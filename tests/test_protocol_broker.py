@@ -122,7 +122,21 @@ async def existing_topic(kafka_cluster: KafkaCluster) -> tuple[str, object]:
     return name, description.topic_id
 
 
-@pytest.mark.parametrize("name", USED_APIS)
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.real_broker(
+                reason="checks that the broker lists 40+ APIs (KRaft, ACLs, quotas, share "
+                "groups...); the fake lists only what it serves"
+            ),
+        )
+        if name == "ApiVersions"
+        else name
+        for name in USED_APIS
+    ],
+)
 async def test_api_round_trips_at_the_highest_common_version(
     name: str,
     connection: BrokerConnection,

@@ -38,6 +38,11 @@ from aiostream_kafka.testing.jars import cache_root, ensure_kafka_jars
 
 broker_fixtures = ("telemetry_broker",)
 
+pytestmark = pytest.mark.real_broker(
+    reason="a broker plugin (our Java telemetry recorder, compiled with javac) runs in the "
+    "broker; the fake has no plugins and serves no client telemetry (KIP-714)"
+)
+
 RECORDER_SOURCE = Path(__file__).parent / "java" / "TelemetryRecorder.java"
 P = "org.apache.kafka.producer."
 C = "org.apache.kafka.consumer."

@@ -45,6 +45,13 @@ from aiostream_kafka import (
 from aiostream_kafka.errors import ConfigError
 from aiostream_kafka.testing import KafkaCluster, probe
 
+pytestmark = pytest.mark.real_broker(
+    reason=(
+        "its cluster forces the local jars (transaction.version 1 set at format time); the "
+        "same tests run against the fake, both protocols, in test_fake_txn.py"
+    )
+)
+
 _SERVER_PROPERTIES = {
     # The coordinator looks for timed-out transactions this often (default 10 s).
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",

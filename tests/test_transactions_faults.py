@@ -28,6 +28,12 @@ from aiostream_kafka import (
 from aiostream_kafka.testing import KafkaCluster
 
 pytestmark = [
+    pytest.mark.real_broker(
+        reason=(
+            "kills the transaction coordinator's broker with __transaction_state replicated "
+            "over three JVM brokers (min ISR 2)"
+        )
+    ),
     pytest.mark.slow,
     pytest.mark.skipif(
         bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),

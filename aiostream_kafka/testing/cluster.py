@@ -138,9 +138,10 @@ class KafkaCluster:
     brokers' JVM classpath after Kafka's jars: broker plugins of a test, such as a metrics
     reporter enabled with ``server_properties={"metric.reporters": "Class"}``.
 
-    With ``features={"transaction.version": 1}`` (local KRaft brokers only) the storage is
+    With ``features={"transaction.version": 1}`` (local KRaft brokers) the storage is
     formatted with those feature levels (``kafka-storage format --feature``) instead of
-    the release's defaults, e.g. to test the transaction protocol v1 on Kafka 4.
+    the release's defaults, e.g. to test the transaction protocol v1 on Kafka 4; the fake
+    takes ``transaction.version`` only.
     """
 
     def __init__(
@@ -206,10 +207,16 @@ class KafkaCluster:
                 f"version={self.version!r}/zookeeper={zookeeper!r} needs brokers run from "
                 f"local jars (source 'local'), not {self.source!r}; pass source='local'"
             )
-        if self.features and self.source != "local":
+        if self.features and self.source not in ("local", "fake"):
             raise ValueError(
-                f"features needs brokers run from local jars (source 'local'), not "
-                f"{self.source!r}: they are set when the harness formats the storage"
+                f"features needs brokers run from local jars (source 'local') or the fake "
+                f"(only transaction.version), not {self.source!r}: they are set when the "
+                f"harness formats the storage"
+            )
+        if self.source == "fake" and set(self.features) - {"transaction.version"}:
+            raise ValueError(
+                f"the fake cluster knows only the feature transaction.version, not "
+                f"{sorted(set(self.features) - {'transaction.version'})}"
             )
         self.classpath = [os.fspath(entry) for entry in classpath]
         if self.classpath and self.source != "local":
@@ -442,6 +449,7 @@ class KafkaCluster:
             group_initial_rebalance_delay_ms=int(
                 props.get("group.initial.rebalance.delay.ms", "0")
             ),
+            transaction_version=self.features.get("transaction.version", 2),
         )
 
     @property

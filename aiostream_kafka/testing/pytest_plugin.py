@@ -7,6 +7,9 @@ Registered through the ``pytest11`` entry point, so installing aiostream-kafka i
 * ``new_topic``: an async factory ``await new_topic(partitions=1, replication_factor=1,
   config=None) -> str`` creating a fresh, uniquely named topic on ``kafka_cluster`` and
   waiting until every partition has a leader.
+* with ``AIOSTREAM_KAFKA_BROKER=fake``, a request handler of the fake that crashes
+  while a test using ``kafka_cluster`` runs fails that test
+  (:class:`~aiostream_kafka.testing.fake.HandlerCrashError`).
 * ``kafka_sasl_cluster`` (session scope): a 1-broker cluster with SASL and TLS listeners
   (``KafkaCluster(sasl=True, tls=True)``, always from the local jars), started the first
   time a test asks for it, so only sessions that run SASL tests pay for it.
@@ -68,6 +71,24 @@ def kafka_sasl_cluster() -> Iterator[KafkaCluster]:
         yield cluster
     finally:
         cluster.close_blocking()
+
+
+@pytest.fixture(autouse=True)
+def _fake_handler_crashes(request: pytest.FixtureRequest) -> Iterator[None]:
+    """With the fake broker behind ``kafka_cluster``: a request handler that crashed while
+    a test ran fails that test (its client may only have seen a closed connection and
+    retried)."""
+    if "kafka_cluster" not in request.fixturenames:
+        yield
+        return
+    cluster = request.getfixturevalue("kafka_cluster")
+    if cluster.source != "fake":
+        yield
+        return
+    fake = cluster.fake
+    fake.check()  # (crashes of earlier tests were reported there)
+    yield
+    fake.check()
 
 
 @pytest.fixture

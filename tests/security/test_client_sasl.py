@@ -29,6 +29,14 @@ from aiostream_kafka.protocol.error_codes import (
 from aiostream_kafka.testing import KafkaCluster, probe
 from aiostream_kafka.testing.sasl import UnsecuredTokenProvider
 
+pytestmark = pytest.mark.real_broker(
+    reason=(
+        "the SASL/TLS cluster (kafka_sasl_cluster: SASL_SSL, OAUTHBEARER, ACLs, KIP-368 re-"
+        "authentication) runs from the local jars; the fake's SASL is covered in "
+        "test_fake_sasl.py"
+    )
+)
+
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 
 

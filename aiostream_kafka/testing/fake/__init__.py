@@ -18,6 +18,6 @@ from __future__ import annotations
 
 from aiostream_kafka.testing.fake.cluster import FakeCluster
 from aiostream_kafka.testing.fake.control import Control
-from aiostream_kafka.testing.fake.state import RequestLogEntry
+from aiostream_kafka.testing.fake.state import HandlerCrash, HandlerCrashError, RequestLogEntry
 
-__all__ = ["Control", "FakeCluster", "RequestLogEntry"]
+__all__ = ["Control", "FakeCluster", "HandlerCrash", "HandlerCrashError", "RequestLogEntry"]

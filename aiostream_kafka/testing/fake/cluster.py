@@ -30,15 +30,22 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 from aiostream_kafka.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from aiostream_kafka.structs import Record
+from aiostream_kafka.testing.fake.context import SASL_PLAINTEXT
 from aiostream_kafka.testing.fake.control import Control
+from aiostream_kafka.testing.fake.sasl import MECHANISMS, SaslUsers
 from aiostream_kafka.testing.fake.server import BrokerServer
-from aiostream_kafka.testing.fake.state import ClusterState, TopicError
+from aiostream_kafka.testing.fake.state import (
+    ClusterState,
+    HandlerCrash,
+    HandlerCrashError,
+    TopicError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +65,17 @@ class FakeCluster:
     clusters; Metadata then creates unknown topics with ``default_partitions``),
     ``default_replication_factor`` (for ``-1`` in CreateTopics), the group session
     timeout bounds and initial rebalance delay (Kafka's 6 s / 30 min, and 0 ms rather
-    than Kafka's 3 s so that tests do not wait), ``max_frame_bytes`` (largest request).
+    than Kafka's 3 s so that tests do not wait), ``max_frame_bytes`` (largest request),
+    ``transaction_version`` (the finalized feature of KIP-890: 2, Kafka 4's default, or 1
+    for the older transaction protocol), the KIP-848 groups' session timeout (Kafka's
+    45 s) and heartbeat interval (1 s rather than Kafka's 5 s, so that rebalances do not
+    keep tests waiting).
+
+    ``sasl_users`` (user -> password) adds a SASL_PLAINTEXT listener to every broker
+    (:attr:`sasl_bootstrap_servers`) where clients authenticate with one of
+    ``sasl_mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) before anything else is
+    served; wrong credentials get ``SASL_AUTHENTICATION_FAILED`` and the connection is
+    closed. The plain listener stays open beside it, as a broker's PLAINTEXT one.
     """
 
     def __init__(
@@ -74,9 +91,22 @@ class FakeCluster:
         group_max_session_timeout_ms: int = 1_800_000,
         group_initial_rebalance_delay_ms: int = 0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        transaction_version: int = 2,
+        group_consumer_session_timeout_ms: int = 45_000,
+        group_consumer_heartbeat_interval_ms: int = 1_000,
+        sasl_users: Mapping[str, str] | None = None,
+        sasl_mechanisms: Sequence[str] = MECHANISMS,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
+        if transaction_version not in (1, 2):
+            raise ValueError(f"transaction_version must be 1 or 2, got {transaction_version}")
+        unknown = [m for m in sasl_mechanisms if m not in MECHANISMS]
+        if unknown:
+            raise ValueError(f"SASL mechanisms {unknown} are not served; choose from {MECHANISMS}")
+        users = (
+            SaslUsers(dict(sasl_users), tuple(sasl_mechanisms)) if sasl_users is not None else None
+        )
         self.brokers = brokers
         self._state = ClusterState(
             brokers,
@@ -88,10 +118,21 @@ class FakeCluster:
             group_min_session_timeout_ms=group_min_session_timeout_ms,
             group_max_session_timeout_ms=group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
+            transaction_version=transaction_version,
+            group_consumer_session_timeout_ms=group_consumer_session_timeout_ms,
+            group_consumer_heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
+            sasl_users=users,
         )
         self._servers = {
             node_id: BrokerServer(self._state, broker, max_frame_bytes=max_frame_bytes)
             for node_id, broker in self._state.brokers.items()
+        }
+        self._sasl_servers = {
+            node_id: BrokerServer(
+                self._state, broker, max_frame_bytes=max_frame_bytes, listener=SASL_PLAINTEXT
+            )
+            for node_id, broker in self._state.brokers.items()
+            if users is not None
         }
         self.control = Control(self)
         self.startup_seconds: float | None = None
@@ -109,8 +150,27 @@ class FakeCluster:
 
     @property
     def servers(self) -> dict[int, BrokerServer]:
-        """The listener of each broker, by node id."""
+        """The (plain) listener of each broker, by node id."""
         return self._servers
+
+    @property
+    def sasl_servers(self) -> dict[int, BrokerServer]:
+        """The SASL_PLAINTEXT listener of each broker, by node id (empty without
+        ``sasl_users``)."""
+        return self._sasl_servers
+
+    def _all_servers(self) -> list[BrokerServer]:
+        return [*self._servers.values(), *self._sasl_servers.values()]
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """Every broker's SASL_PLAINTEXT address.
+
+        Raises ``RuntimeError`` before the cluster is started or without ``sasl_users``.
+        """
+        if self._loop is None or not self._sasl_servers:
+            raise RuntimeError("no SASL listener: start a FakeCluster(sasl_users={...})")
+        return ",".join(f"{b.host}:{b.sasl_port}" for b in self._state.brokers.values())
 
     @property
     def bootstrap_servers(self) -> str:
@@ -121,6 +181,25 @@ class FakeCluster:
         if self._loop is None:
             raise RuntimeError("the cluster is not started; use `async with FakeCluster()`")
         return ",".join(f"{b.host}:{b.port}" for b in self._state.brokers.values())
+
+    @property
+    def handler_crashes(self) -> list[HandlerCrash]:
+        """Request handlers that raised since the cluster was created (each closed its
+        client's connection), oldest first."""
+        return list(self._state.hooks.crashes)
+
+    def check(self) -> None:
+        """Raise :class:`HandlerCrashError` if a request handler crashed (and forget the
+        crashes, so that the next check reports only new ones)."""
+
+        def take() -> list[HandlerCrash]:
+            found = list(self._state.hooks.crashes)
+            self._state.hooks.crashes.clear()
+            return found
+
+        found = self.call(take)
+        if found:
+            raise HandlerCrashError(found)
 
     @property
     def node_ids(self) -> list[int]:
@@ -149,10 +228,10 @@ class FakeCluster:
         started = time.perf_counter()
         self._loop = asyncio.get_running_loop()
         try:
-            for server in self._servers.values():
+            for server in self._all_servers():
                 await server.start()
         except BaseException:
-            for server in self._servers.values():
+            for server in self._all_servers():
                 server.stop_now()
             self._loop = None
             raise
@@ -172,10 +251,10 @@ class FakeCluster:
         if self._loop is None:
             return
         try:
-            for server in self._servers.values():
+            for server in self._all_servers():
                 await server.stop()
         finally:
-            self._state.groups.close()
+            self._state.close()
             self._loop = None
 
     def close_now(self) -> None:
@@ -184,10 +263,10 @@ class FakeCluster:
         if self._thread is not None:
             self.stop_blocking()
             return
-        for server in self._servers.values():
+        for server in self._all_servers():
             server.stop_now()
         if self._loop is not None and not self._loop.is_closed():
-            self._state.groups.close()
+            self._state.close()
         self._loop = None
 
     async def __aenter__(self) -> FakeCluster:
@@ -202,6 +281,8 @@ class FakeCluster:
     ) -> None:
         # Shielded: a cancelled test still has its listeners closed.
         await asyncio.shield(self.close())
+        if exc_type is None:
+            self.check()  # a handler crash fails the block (never masks its own error)
 
     # -- a thread of its own -----------------------------------------------------------
 
@@ -240,9 +321,9 @@ class FakeCluster:
         try:
             await self._thread_stop.wait()
         finally:
-            for server in self._servers.values():
+            for server in self._all_servers():
                 await server.stop()
-            self._state.groups.close()
+            self._state.close()
             self._loop = None
 
     def stop_blocking(self) -> None:
@@ -314,10 +395,13 @@ class FakeCluster:
         Raises ``ValueError`` for an unknown node id.
         """
         server = self._server(node_id)
+        sasl = self._sasl_servers.get(node_id)
 
         async def stop() -> None:
             self._state.broker_stopped(node_id)
             await server.stop()
+            if sasl is not None:
+                await sasl.stop()
             self._state.brokers[node_id].fetch_sessions.clear()
 
         await asyncio.wait_for(self._on_loop(stop()), timeout)
@@ -331,9 +415,12 @@ class FakeCluster:
         Raises ``ValueError`` for an unknown node id, ``OSError`` if its port was taken.
         """
         server = self._server(node_id)
+        sasl = self._sasl_servers.get(node_id)
 
         async def start() -> None:
             await server.start()
+            if sasl is not None:
+                await sasl.start()
             self._state.broker_started(node_id)
 
         await self._on_loop(start())

@@ -3,12 +3,27 @@ that received it, the request header and version, and the client's address."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiostream_kafka.protocol.messages.request_header import RequestHeader
+from aiostream_kafka.testing.fake.sasl import SaslServer
 from aiostream_kafka.testing.fake.state import BrokerInfo, ClusterState
 
-__all__ = ["RequestContext"]
+__all__ = ["PLAINTEXT", "SASL_PLAINTEXT", "Connection", "RequestContext"]
+
+PLAINTEXT = "PLAINTEXT"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+
+
+@dataclass(slots=True)
+class Connection:
+    """One client connection: its listener and, on a SASL listener, its authentication
+    (requests other than ApiVersions and the SASL ones close it until authenticated)."""
+
+    listener: str = PLAINTEXT
+    sasl: SaslServer | None = None
+    #: Set by a handler: close the connection once its response is written.
+    close_after_response: bool = False
 
 
 @dataclass(slots=True)
@@ -20,11 +35,19 @@ class RequestContext:
     header: RequestHeader
     version: int
     client_host: str
+    connection: Connection = field(default_factory=Connection)
 
     @property
     def node_id(self) -> int:
         """The node id of the broker serving the request."""
         return self.broker.node_id
+
+    def port_of(self, broker: BrokerInfo) -> int:
+        """The port of ``broker``'s listener of the kind this request came in on (what
+        Metadata and the other answers naming brokers give)."""
+        if self.connection.listener == SASL_PLAINTEXT:
+            return broker.sasl_port
+        return broker.port
 
     @property
     def client_id(self) -> str:

@@ -46,6 +46,8 @@ class ClusterHandle(Protocol):
     def state(self) -> ClusterState: ...
     @property
     def servers(self) -> dict[int, BrokerServer]: ...
+    @property
+    def sasl_servers(self) -> dict[int, BrokerServer]: ...
     def call(self, fn: Callable[[], T]) -> T: ...
     async def stop_broker(self, node_id: int, timeout: float = ...) -> None: ...  # noqa: ASYNC109
     async def start_broker(self, node_id: int) -> None: ...
@@ -132,8 +134,12 @@ class Control:
         """Reset the open client connections of one broker (or all); return how many."""
 
         def apply() -> int:
-            servers = self._cluster.servers
-            targets = [servers[node_id]] if node_id is not None else list(servers.values())
+            targets = []
+            for servers in (self._cluster.servers, self._cluster.sasl_servers):
+                if node_id is None:
+                    targets += list(servers.values())
+                elif node_id in servers:
+                    targets.append(servers[node_id])
             return sum(server.drop_connections() for server in targets)
 
         return self._cluster.call(apply)
@@ -164,7 +170,24 @@ class Control:
 
         Raises ``KeyError`` for an unknown group or member.
         """
-        self._cluster.call(lambda: self._cluster.state.groups.expire_member(group_id, member_id))
+
+        def expire() -> None:
+            state = self._cluster.state
+            if group_id in state.consumer_groups.groups:
+                state.consumer_groups.expire_member(group_id, member_id)
+            else:
+                state.groups.expire_member(group_id, member_id)
+
+        self._cluster.call(expire)
+
+    def abort_transaction(self, transactional_id: str) -> bool:
+        """Abort the open transaction of ``transactional_id`` as the coordinator does when
+        it times out (the epoch is bumped: the producer's next write is refused). Return
+        whether one was open.
+
+        Raises ``KeyError`` for an unknown transactional id.
+        """
+        return self._cluster.call(lambda: self._cluster.state.transactions.abort(transactional_id))
 
     def requests(self, api: int | str | None = None) -> list[RequestLogEntry]:
         """The requests received (the last 10,000), oldest first; only those of ``api``

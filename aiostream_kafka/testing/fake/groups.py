@@ -526,6 +526,22 @@ class GroupCoordinator:
         self._start_session_timer(group, member)
         return errors.NONE
 
+    def check_member(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int:
+        """Whether a member of this generation may commit offsets in a transaction
+        (TxnOffsetCommit v3+); no side effect."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return errors.NONE if group is None else errors.ILLEGAL_GENERATION
+        if self._fenced(group, member_id, group_instance_id):
+            return errors.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return errors.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return errors.ILLEGAL_GENERATION
+        return errors.NONE
+
     def commit(
         self,
         group_id: str,

@@ -11,9 +11,15 @@ Idempotence (KIP-98) is kept here too, per producer id: the epoch and the last f
 batches' sequence ranges with their offsets, so that a resent batch is answered with
 the offset it got the first time and a gap is refused.
 
+Transactions (KIP-98) are kept per producer id too: the first offset of each open
+transaction (the last stable offset is the smallest of them, else the high watermark),
+and the aborted transactions' offset ranges that read_committed fetches are told of.
+The coordinator ends a transaction with :meth:`PartitionLog.write_marker`, a control
+batch as Kafka writes it.
+
 The high watermark is the log end offset (one copy of every partition: acks=all and
-acks=1 mean the same here); the last stable offset follows it until transactions exist.
-Sans-IO: no asyncio here; whoever waits for an append registers a listener.
+acks=1 mean the same here). Sans-IO: no asyncio here; whoever waits for an append
+registers a listener.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ from dataclasses import dataclass, field
 
 from aiostream_kafka.errors import CorruptRecordError
 from aiostream_kafka.protocol.records import MAGIC, RecordBatch, iter_batches
+from aiostream_kafka.protocol.records.record_batch import ControlRecordType, build_control_batch
 from aiostream_kafka.structs import Record
 from aiostream_kafka.testing.fake import errors
 
 __all__ = [
     "DEFAULT_MAX_BATCH_BYTES",
+    "AbortedTxn",
     "AppendResult",
     "PartitionLog",
     "ProducerEntry",
@@ -74,6 +82,16 @@ class ProducerEntry:
         return self.batches[-1][1] if self.batches else -1
 
 
+@dataclass(slots=True, frozen=True)
+class AbortedTxn:
+    """An aborted transaction of one producer in a partition: its first offset and the
+    offset of its ABORT marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
 @dataclass(slots=True)
 class AppendResult:
     """The outcome of :meth:`PartitionLog.append`: an error code (0: written), the base
@@ -103,6 +121,10 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.producers: dict[int, ProducerEntry] = {}
+        #: producer id -> first offset of its open transaction here
+        self.open_transactions: dict[int, int] = {}
+        #: aborted transactions, in the order of their markers
+        self.aborted: list[AbortedTxn] = []
         self._listeners: set[Callable[[], None]] = set()
 
     # -- offsets ---------------------------------------------------------------------
@@ -114,8 +136,16 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        """The offset below which no transaction is open (the high watermark for now)."""
+        """The offset below which no transaction is open: the first offset of the oldest
+        open transaction, else the high watermark."""
+        if self.open_transactions:
+            return min(self.open_transactions.values())
         return self.log_end_offset
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in ``[start, end)`` (what a
+        read_committed Fetch from ``start`` that returns data up to ``end`` is told)."""
+        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
 
     @property
     def size_in_bytes(self) -> int:
@@ -177,6 +207,8 @@ class PartitionLog:
             base = self._write(batch, leader_epoch)
             if first_offset < 0:
                 first_offset = base
+            if batch.is_transactional and producer_id >= 0:
+                self.open_transactions.setdefault(producer_id, base)
             if producer_id >= 0 and batch.base_sequence >= 0:
                 entry = self.producers.get(producer_id)
                 if entry is None or entry.epoch != batch.producer_epoch:
@@ -194,6 +226,37 @@ class PartitionLog:
         base = self._write(batch, leader_epoch)
         self._notify()
         return base
+
+    def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        leader_epoch: int,
+        coordinator_epoch: int = 0,
+        timestamp_ms: int,
+    ) -> int:
+        """End ``producer_id``'s transaction here: append a COMMIT or ABORT control batch
+        (as the coordinator has the leader write it), close the open transaction (an
+        abort is remembered for read_committed fetches) and take the marker's epoch as the
+        producer's (a bumped epoch restarts its sequences). Return the marker's offset."""
+        data = build_control_batch(
+            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+            base_offset=0,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp_ms=timestamp_ms,
+        )
+        offset = self.append_control(data, leader_epoch=leader_epoch)
+        first = self.open_transactions.pop(producer_id, None)
+        if not commit and first is not None:
+            self.aborted.append(AbortedTxn(producer_id, first, offset))
+        entry = self.producers.get(producer_id)
+        if entry is None or producer_epoch > entry.epoch:
+            self.producers[producer_id] = ProducerEntry(producer_epoch)
+        return offset
 
     def _parse(self, records: bytes, max_batch_bytes: int) -> list[RecordBatch] | AppendResult:
         batches: list[RecordBatch] = []
@@ -301,6 +364,7 @@ class PartitionLog:
             keep = bisect.bisect_left(self._last_offsets, offset)
             del self.batches[:keep]
             del self._last_offsets[:keep]
+            self.aborted = [a for a in self.aborted if a.last_offset >= offset]
             self._notify()
         return self.log_start_offset
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import traceback
 from typing import Any
 
 from aiostream_kafka.concurrency import Crash, TaskScope
@@ -31,15 +32,24 @@ from aiostream_kafka.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecod
 from aiostream_kafka.protocol.headers import decode_request, encode_response
 from aiostream_kafka.protocol.messages import API_KEYS, API_NAMES
 from aiostream_kafka.testing.fake import errors
-from aiostream_kafka.testing.fake.context import RequestContext
+from aiostream_kafka.testing.fake.context import (
+    PLAINTEXT,
+    SASL_PLAINTEXT,
+    Connection,
+    RequestContext,
+)
 from aiostream_kafka.testing.fake.handlers import REGISTRY, api_versions_response, error_response
-from aiostream_kafka.testing.fake.state import BrokerInfo, ClusterState
+from aiostream_kafka.testing.fake.sasl import SaslServer
+from aiostream_kafka.testing.fake.state import BrokerInfo, ClusterState, HandlerCrash
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BrokerServer"]
 
 _CHUNK = 256 * 1024
+#: What a SASL listener serves before the client authenticated: ApiVersions,
+#: SaslHandshake, SaslAuthenticate.
+_PRE_AUTH = frozenset({18, 17, 36})
 _HEADER_START = struct.Struct(">hhi")
 #: How long a response may wait for the client to read it.
 WRITE_TIMEOUT_S = 30.0
@@ -58,9 +68,12 @@ class BrokerServer:
         broker: BrokerInfo,
         *,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        listener: str = PLAINTEXT,
     ) -> None:
         self.state = state
         self.broker = broker
+        #: ``PLAINTEXT``, or ``SASL_PLAINTEXT`` (clients authenticate first).
+        self.listener = listener
         self.max_frame_bytes = max_frame_bytes
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -89,10 +102,16 @@ class BrokerServer:
             return
         if self._scope.closed:
             self._scope = TaskScope(f"fake broker {self.broker.node_id}")
+        sasl = self.listener == SASL_PLAINTEXT
+        port = self.broker.sasl_port if sasl else self.broker.port
         self._server = await asyncio.start_server(
-            self._accept, self.broker.host, self.broker.port, reuse_address=True
+            self._accept, self.broker.host, port, reuse_address=True
         )
-        self.broker.port = self._server.sockets[0].getsockname()[1]
+        bound = self._server.sockets[0].getsockname()[1]
+        if sasl:
+            self.broker.sasl_port = bound
+        else:
+            self.broker.port = bound
 
     async def stop(self) -> None:
         """Close the listener and every connection (their requests in progress are
@@ -134,6 +153,11 @@ class BrokerServer:
         peer = writer.get_extra_info("peername")
         client_host = f"/{peer[0]}" if isinstance(peer, tuple) else "/127.0.0.1"
         decoder = FrameDecoder(self.max_frame_bytes)
+        users = self.state.sasl_users
+        conn = Connection(
+            self.listener,
+            SaslServer(users) if self.listener == SASL_PLAINTEXT and users is not None else None,
+        )
         self._writers.add(writer)
         try:
             while True:
@@ -146,10 +170,12 @@ class BrokerServer:
                     log.info("fake broker %d: closing %s: %s", self.broker.node_id, peer, exc)
                     return
                 for frame in frames:
-                    out = await self._answer(frame, client_host)
+                    out = await self._answer(frame, client_host, conn)
                     if out:
                         writer.write(out)
                         await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+                    if conn.close_after_response:
+                        return
         except _Close:
             return
         except (ConnectionError, TimeoutError) as exc:
@@ -159,7 +185,7 @@ class BrokerServer:
             if not writer.transport.is_closing():
                 writer.transport.abort()
 
-    async def _answer(self, frame: bytes, client_host: str) -> bytes:
+    async def _answer(self, frame: bytes, client_host: str, conn: Connection) -> bytes:
         """The encoded response to one request frame (b"": none is sent).
 
         Raises _Close when the connection must be closed.
@@ -170,12 +196,13 @@ class BrokerServer:
             raise _Close
         api_key, version, correlation_id = _HEADER_START.unpack_from(frame, 0)
         spec = REGISTRY.get(api_key)
+        max_version = -1 if spec is None else self.state.max_version(api_key, spec.max_version)
         if api_key == API_VERSIONS_API_KEY and (
-            spec is None or not spec.min_version <= version <= spec.max_version
+            spec is None or not spec.min_version <= version <= max_version
         ):
             # KIP-511: answered in v0 with the versions served, whatever was asked.
             return encode_response(
-                api_versions_response(errors.UNSUPPORTED_VERSION), 0, correlation_id
+                api_versions_response(self.state, errors.UNSUPPORTED_VERSION), 0, correlation_id
             )
         try:
             header, request = decode_request(frame)
@@ -188,6 +215,13 @@ class BrokerServer:
                 exc,
             )
             raise _Close from None
+        if conn.sasl is not None and not conn.sasl.authenticated and api_key not in _PRE_AUTH:
+            log.info(
+                "fake broker %d: closing a connection: %s before SASL authentication",
+                node_id,
+                API_NAMES.get(api_key, api_key),
+            )
+            raise _Close
         self.state.log_request(
             node_id,
             api_key,
@@ -197,7 +231,7 @@ class BrokerServer:
             header.client_id,
         )
         response: Response | None
-        if spec is None or not spec.min_version <= version <= spec.max_version:
+        if spec is None or not spec.min_version <= version <= max_version:
             response = _top_level_error(API_KEYS[api_key][1], version, errors.UNSUPPORTED_VERSION)
             if response is None:
                 log.info(
@@ -219,12 +253,21 @@ class BrokerServer:
                     )
                     raise _Close
             else:
-                ctx = RequestContext(self.state, self.broker, header, version, client_host)
+                ctx = RequestContext(self.state, self.broker, header, version, client_host, conn)
                 try:
                     response = await spec.handle(ctx, request)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
+                except Exception as exc:
+                    self.state.hooks.crashes.append(
+                        HandlerCrash(
+                            node_id,
+                            spec.request_type.__name__.removesuffix("Request"),
+                            version,
+                            repr(exc),
+                            traceback.format_exc(),
+                        )
+                    )
                     log.exception(
                         "fake broker %d: the handler of %s v%d failed; closing the connection",
                         node_id,

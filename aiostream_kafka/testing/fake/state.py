@@ -18,15 +18,20 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.consumer_groups import ConsumerGroupCoordinator
 from aiostream_kafka.testing.fake.fetch_sessions import FetchSessionCache
 from aiostream_kafka.testing.fake.groups import GroupCoordinator
 from aiostream_kafka.testing.fake.log import PartitionLog
+from aiostream_kafka.testing.fake.sasl import SaslUsers
+from aiostream_kafka.testing.fake.transactions import TransactionCoordinator
 
 __all__ = [
     "BrokerInfo",
     "ClusterState",
     "DelayRule",
     "FailRule",
+    "HandlerCrash",
+    "HandlerCrashError",
     "Hooks",
     "Partition",
     "RequestLogEntry",
@@ -38,6 +43,9 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_TOPIC_LENGTH = 249
 #: Requests kept in the request log (the oldest are dropped first).
 REQUEST_LOG_SIZE = 10_000
+#: api key -> highest version served with ``transaction.version`` 1 (Produce,
+#: TxnOffsetCommit, EndTxn: their next versions are transaction protocol v2).
+TRANSACTION_V1_CAPS = {0: 11, 28: 4, 26: 4}
 
 
 class TopicError(Exception):
@@ -56,6 +64,8 @@ class BrokerInfo:
     node_id: int
     host: str
     port: int = 0
+    #: The SASL_PLAINTEXT listener's port (0: none).
+    sasl_port: int = 0
     rack: str | None = None
     alive: bool = True
     #: Fetch sessions (KIP-227) live on the broker that made them.
@@ -116,6 +126,35 @@ class RequestLogEntry:
     at: float
 
 
+@dataclass(slots=True, frozen=True)
+class HandlerCrash:
+    """A handler of the fake that raised (a bug in the fake, or a request it cannot
+    serve that it should refuse properly): its connection was closed."""
+
+    node_id: int
+    api_name: str
+    api_version: int
+    error: str
+    traceback: str
+
+    def __str__(self) -> str:
+        return f"broker {self.node_id}: {self.api_name} v{self.api_version}: {self.error}"
+
+
+class HandlerCrashError(AssertionError):
+    """Handlers of the fake cluster crashed while serving the test's clients (raised by
+    ``FakeCluster``'s ``async with`` exit, :meth:`FakeCluster.check` and the pytest
+    plugin, so that a bug in the fake cannot hide behind a client's retries)."""
+
+    def __init__(self, crashes: list[HandlerCrash]) -> None:
+        self.crashes = list(crashes)
+        lines = "\n".join(f"  {c}" for c in crashes)
+        super().__init__(
+            f"{len(crashes)} request handler crash(es) in the fake Kafka cluster:\n{lines}\n"
+            f"first traceback:\n{crashes[0].traceback}"
+        )
+
+
 @dataclass(slots=True)
 class Hooks:
     """What the control API set: failures and delays per API key, and the request log."""
@@ -124,6 +163,8 @@ class Hooks:
     #: api key -> [seconds, responses left to delay (None: every one)]
     delay: dict[int, list[DelayRule]] = field(default_factory=dict)
     log: deque[RequestLogEntry] = field(default_factory=lambda: deque(maxlen=REQUEST_LOG_SIZE))
+    #: Handlers that raised, oldest first.
+    crashes: list[HandlerCrash] = field(default_factory=list)
 
     def take_delay(self, api_key: int) -> float:
         """Seconds to hold this response (and count it against the rule)."""
@@ -166,6 +207,10 @@ class ClusterState:
         group_min_session_timeout_ms: int,
         group_max_session_timeout_ms: int,
         group_initial_rebalance_delay_ms: int,
+        transaction_version: int = 2,
+        group_consumer_session_timeout_ms: int = 45_000,
+        group_consumer_heartbeat_interval_ms: int = 1_000,
+        sasl_users: SaslUsers | None = None,
     ) -> None:
         self.brokers: dict[int, BrokerInfo] = {
             node_id: BrokerInfo(node_id, host) for node_id in range(1, brokers + 1)
@@ -182,8 +227,76 @@ class ClusterState:
             max_session_timeout_ms=group_max_session_timeout_ms,
             initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
         )
+        self.consumer_groups = ConsumerGroupCoordinator(
+            self._topic_table,
+            session_timeout_ms=group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
+        )
+        self.transactions = TransactionCoordinator(self)
+        #: Who may authenticate on the SASL listeners (None: there are none).
+        self.sasl_users = sasl_users
+        #: The broker settings the fake was started with (DescribeConfigs answers them as
+        #: static broker configs; the others with Kafka's defaults).
+        self.broker_settings: dict[str, str] = {
+            "auto.create.topics.enable": str(auto_create_topics).lower(),
+            "num.partitions": str(default_partitions),
+            "default.replication.factor": str(default_replication_factor),
+            "group.min.session.timeout.ms": str(group_min_session_timeout_ms),
+            "group.max.session.timeout.ms": str(group_max_session_timeout_ms),
+            "group.initial.rebalance.delay.ms": str(group_initial_rebalance_delay_ms),
+            "group.consumer.session.timeout.ms": str(group_consumer_session_timeout_ms),
+            "group.consumer.heartbeat.interval.ms": str(group_consumer_heartbeat_interval_ms),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+        }
+        #: The finalized ``transaction.version`` (KIP-890): 2 serves the v2 requests, 1
+        #: caps Produce at v11, TxnOffsetCommit and EndTxn at v4, as Kafka does.
+        self.transaction_version = transaction_version
+        self.version_caps: dict[int, int] = (
+            {} if transaction_version >= 2 else dict(TRANSACTION_V1_CAPS)
+        )
         self._next_producer_id = 1000
         self._topics_created = 0
+
+    def max_version(self, api_key: int, served: int) -> int:
+        """The highest version of an API served by this cluster (``served``: what its
+        handler serves; lower with ``transaction.version`` 1)."""
+        cap = self.version_caps.get(api_key)
+        return served if cap is None else min(served, cap)
+
+    def _topic_table(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return {
+            name: (topic.topic_id, len(topic.partitions))
+            for name, topic in self.topics.items()
+            if not topic.internal
+        }
+
+    def check_group_member(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int:
+        """The error code of a transactional offset commit by this group member (the
+        generation is the member epoch in a KIP-848 group)."""
+        code = self.consumer_groups.check_commit(
+            group_id, generation_id, member_id, transactional=True
+        )
+        if code is not None:
+            return code
+        return self.groups.check_member(group_id, generation_id, member_id, group_instance_id)
+
+    def check_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> int:
+        """The error code of an OffsetCommit for the whole request (either kind of group)."""
+        code = self.consumer_groups.check_commit(group_id, generation_id, member_id)
+        if code is not None:
+            return code
+        return self.groups.check_commit(group_id, generation_id, member_id, group_instance_id)
+
+    def close(self) -> None:
+        """Cancel the coordinators' timers and answer their waiting members."""
+        self.groups.close()
+        self.consumer_groups.close()
+        self.transactions.close()
 
     # -- brokers -----------------------------------------------------------------------
 

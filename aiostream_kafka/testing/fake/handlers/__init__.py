@@ -3,14 +3,29 @@
 
 * :mod:`.metadata` -- ApiVersions, Metadata, DescribeCluster, FindCoordinator
 * :mod:`.admin` -- CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords
-* :mod:`.produce` -- Produce, InitProducerId
+* :mod:`.consumer_groups` -- KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe
+* :mod:`.configs` -- DescribeConfigs, IncrementalAlterConfigs, AlterConfigs
+* :mod:`.produce` -- Produce
 * :mod:`.fetch` -- Fetch, ListOffsets, OffsetForLeaderEpoch
 * :mod:`.groups` -- the classic group protocol, offsets, ListGroups/DescribeGroups/DeleteGroups
+* :mod:`.sasl` -- SaslHandshake, SaslAuthenticate (SASL_PLAINTEXT listeners)
+* :mod:`.transactions` -- InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+  TxnOffsetCommit, EndTxn
 """
 
 from __future__ import annotations
 
-from aiostream_kafka.testing.fake.handlers import admin, fetch, groups, metadata, produce
+from aiostream_kafka.testing.fake.handlers import (
+    admin,
+    configs,
+    consumer_groups,
+    fetch,
+    groups,
+    metadata,
+    produce,
+    sasl,
+    transactions,
+)
 from aiostream_kafka.testing.fake.handlers.metadata import api_versions_response
 from aiostream_kafka.testing.fake.handlers.registry import REGISTRY, ApiSpec, error_response
 
@@ -19,9 +34,13 @@ __all__ = [
     "ApiSpec",
     "admin",
     "api_versions_response",
+    "configs",
+    "consumer_groups",
     "error_response",
     "fetch",
     "groups",
     "metadata",
     "produce",
+    "sasl",
+    "transactions",
 ]

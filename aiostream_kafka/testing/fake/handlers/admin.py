@@ -27,6 +27,7 @@ from aiostream_kafka.protocol.messages.delete_topics import (
 )
 from aiostream_kafka.protocol.primitives import ZERO_UUID
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.configs import check_topic_config
 from aiostream_kafka.testing.fake.context import RequestContext
 from aiostream_kafka.testing.fake.handlers.registry import serve
 from aiostream_kafka.testing.fake.state import TopicError
@@ -58,6 +59,14 @@ async def create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Cr
             continue
         seen.add(wanted.name)
         configs = {c.name: c.value for c in wanted.configs if c.value is not None}
+        problems = [p for p in (check_topic_config(k, v) for k, v in configs.items()) if p]
+        if problems:
+            results.append(
+                _TopicResult(
+                    name=wanted.name, error_code=errors.INVALID_CONFIG, error_message=problems[0]
+                )
+            )
+            continue
         assignments = [
             a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)
         ]

@@ -103,7 +103,7 @@ class _FetchRound:
                     self.endpoints[leader.node_id] = FetchResponse.NodeEndpoint(
                         node_id=leader.node_id,
                         host=leader.host,
-                        port=leader.port,
+                        port=self.ctx.port_of(leader),
                         rack=leader.rack,
                     )
             else:
@@ -121,6 +121,13 @@ class _FetchRound:
                     limit = min(part.max_bytes, remaining)
                     records = log.read(part.fetch_offset, limit, min_one=self.bytes == 0, upto=upto)
                     out.records = records
+                    if committed and log.aborted:
+                        out.aborted_transactions = [
+                            FetchResponse.AbortedTransaction(
+                                producer_id=a.producer_id, first_offset=a.first_offset
+                            )
+                            for a in log.aborted_between(part.fetch_offset, upto)
+                        ]
                     self.bytes += len(records)
                     remaining = max(0, remaining - len(records))
             if out.error_code != errors.NONE:

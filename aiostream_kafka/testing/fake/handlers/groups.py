@@ -1,5 +1,5 @@
 """Classic groups: JoinGroup, SyncGroup, Heartbeat, LeaveGroup; OffsetCommit,
-OffsetFetch; ListGroups, DescribeGroups, DeleteGroups.
+OffsetFetch, OffsetDelete; ListGroups, DescribeGroups, DeleteGroups.
 
 The state machine is :mod:`aiostream_kafka.testing.fake.groups`; here requests are read,
 routed (a broker that is not the group's coordinator answers ``NOT_COORDINATOR``) and
@@ -28,6 +28,10 @@ from aiostream_kafka.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitResponse,
 )
+from aiostream_kafka.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+)
 from aiostream_kafka.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from aiostream_kafka.protocol.primitives import ZERO_UUID
@@ -46,6 +50,9 @@ def _coordinator_error(ctx: RequestContext, group_id: str) -> int:
 @serve(JoinGroupRequest)
 async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGroupResponse:
     code = _coordinator_error(ctx, request.group_id)
+    consumer_group = ctx.state.consumer_groups.groups.get(request.group_id)
+    if not code and consumer_group is not None and consumer_group.members:
+        code = errors.INCONSISTENT_GROUP_PROTOCOL  # a KIP-848 group's id (no conversion)
     if code:
         return JoinGroupResponse(error_code=code, generation_id=-1, member_id=request.member_id)
     version = ctx.version
@@ -159,7 +166,7 @@ def _fail_offset_commit(request: Any, version: int, code: int) -> Response:
 async def offset_commit(ctx: RequestContext, request: OffsetCommitRequest) -> OffsetCommitResponse:
     state = ctx.state
     version = ctx.version
-    code = _coordinator_error(ctx, request.group_id) or state.groups.check_commit(
+    code = _coordinator_error(ctx, request.group_id) or state.check_commit(
         request.group_id,
         request.generation_id_or_member_epoch,
         request.member_id,
@@ -207,8 +214,11 @@ def _offsets_of_group(
     ctx: RequestContext,
     group_id: str,
     wanted: list[tuple[str, UUID, list[int]]] | None,
+    require_stable: bool = False,
 ) -> tuple[int, list[tuple[str, UUID, list[tuple[int, int, int, str | None, int]]]]]:
-    """``(group error, [(name, id, [(partition, offset, epoch, metadata, error)])])``."""
+    """``(group error, [(name, id, [(partition, offset, epoch, metadata, error)])])``;
+    with ``require_stable`` a partition whose offset an open transaction commits is
+    ``UNSTABLE_OFFSET_COMMIT`` (KIP-447)."""
     code = _coordinator_error(ctx, group_id)
     if code:
         return code, []
@@ -222,12 +232,15 @@ def _offsets_of_group(
         for name, indexes in by_topic.items():
             known = state.topic(name)
             wanted.append((name, known.topic_id if known else ZERO_UUID, indexes))
+    unstable = state.transactions.pending_offsets(group_id) if require_stable else set()
     out = []
     for name, topic_id, indexes in wanted:
         rows: list[tuple[int, int, int, str | None, int]] = []
         for index in indexes:
             found = committed.get((name, index))
-            if found is None:
+            if (name, index) in unstable:
+                rows.append((index, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT))
+            elif found is None:
                 rows.append((index, -1, -1, "", errors.NONE))
             else:
                 rows.append((index, found.offset, found.leader_epoch, found.metadata, errors.NONE))
@@ -245,7 +258,9 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
             if request.topics is None
             else [(t.name, ZERO_UUID, list(t.partition_indexes)) for t in request.topics]
         )
-        code, topics = _offsets_of_group(ctx, request.group_id, wanted)
+        code, topics = _offsets_of_group(
+            ctx, request.group_id, wanted, version >= 7 and request.require_stable
+        )
         return OffsetFetchResponse(
             throttle_time_ms=0,
             error_code=code,
@@ -277,7 +292,7 @@ async def offset_fetch(ctx: RequestContext, request: OffsetFetchRequest) -> Offs
                     by_id = state.topics_by_id.get(t.topic_id)
                     name = by_id.name if by_id is not None else ""
                 wanted_topics.append((name, t.topic_id, list(t.partition_indexes)))
-        code, topics = _offsets_of_group(ctx, group.group_id, wanted_topics)
+        code, topics = _offsets_of_group(ctx, group.group_id, wanted_topics, request.require_stable)
         groups.append(
             OffsetFetchResponse.OffsetFetchResponseGroup(
                 group_id=group.group_id,
@@ -309,8 +324,20 @@ async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGr
     states = {s.lower() for s in request.states_filter} if ctx.version >= 4 else set()
     types = {t.lower() for t in request.types_filter} if ctx.version >= 5 else set()
     listed = []
+    consumer_groups = ctx.state.consumer_groups.groups
+    for cgroup in consumer_groups.values():
+        if (states and cgroup.state.lower() not in states) or (types and "consumer" not in types):
+            continue
+        listed.append(
+            ListGroupsResponse.ListedGroup(
+                group_id=cgroup.group_id,
+                protocol_type="consumer",
+                group_state=cgroup.state,
+                group_type="consumer",
+            )
+        )
     for group in ctx.state.groups.groups.values():
-        if group.state == DEAD:
+        if group.state == DEAD or group.group_id in consumer_groups:
             continue
         if states and group.state.lower() not in states:
             continue
@@ -375,8 +402,56 @@ async def describe_groups(
 async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse:
     results = []
     for group_id in request.groups_names:
-        code = _coordinator_error(ctx, group_id) or ctx.state.groups.delete(group_id)
+        code = _coordinator_error(ctx, group_id)
+        cgroup = ctx.state.consumer_groups.groups.get(group_id)
+        if not code and cgroup is not None:
+            if cgroup.members:
+                code = errors.NON_EMPTY_GROUP
+            else:
+                del ctx.state.consumer_groups.groups[group_id]
+                ctx.state.groups.groups.pop(group_id, None)
+        elif not code:
+            code = ctx.state.groups.delete(group_id)
         results.append(
             DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=code)
         )
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+@serve(OffsetDeleteRequest)
+async def offset_delete(ctx: RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    """Delete committed offsets of a group; refused (``GROUP_SUBSCRIBED_TO_TOPIC``) for a
+    topic a member of a KIP-848 group subscribes to."""
+    state = ctx.state
+    group_id = request.group_id
+    code = _coordinator_error(ctx, group_id)
+    offsets = state.groups.committed(group_id)
+    if (
+        not code
+        and group_id not in state.groups.groups
+        and (group_id not in state.consumer_groups.groups)
+    ):
+        code = errors.GROUP_ID_NOT_FOUND
+    if code:
+        return OffsetDeleteResponse(throttle_time_ms=0, error_code=code)
+    subscribed = state.consumer_groups.subscribed_topics(group_id)
+    topics = []
+    for wanted in request.topics:
+        partitions = []
+        for p in wanted.partitions:
+            if state.partition(wanted.name, p.partition_index) is None:
+                part_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif wanted.name in subscribed:
+                part_code = errors.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                offsets.pop((wanted.name, p.partition_index), None)
+                part_code = errors.NONE
+            partitions.append(
+                OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                    partition_index=p.partition_index, error_code=part_code
+                )
+            )
+        topics.append(
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(name=wanted.name, partitions=partitions)
+        )
+    return OffsetDeleteResponse(throttle_time_ms=0, error_code=errors.NONE, topics=topics)

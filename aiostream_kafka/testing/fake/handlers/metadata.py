@@ -26,22 +26,48 @@ _TopicMeta = MetadataResponse.MetadataResponseTopic
 _PartitionMeta = MetadataResponse.MetadataResponsePartition
 
 
-def api_versions_response(error_code: int = errors.NONE) -> ApiVersionsResponse:
+def api_versions_response(
+    state: ClusterState, error_code: int = errors.NONE
+) -> ApiVersionsResponse:
     """The ApiVersions answer: every served API with the versions served (never an API
-    the fake would not answer, so clients do not send one)."""
+    the fake would not answer, so clients do not send one), and the finalized features
+    (``transaction.version``: which transaction protocol clients speak; ``group.version``
+    1: KIP-848 groups are served)."""
     return ApiVersionsResponse(
         error_code=error_code,
         api_keys=[
-            _ApiVersion(api_key=key, min_version=spec.min_version, max_version=spec.max_version)
+            _ApiVersion(
+                api_key=key,
+                min_version=spec.min_version,
+                max_version=state.max_version(key, spec.max_version),
+            )
             for key, spec in sorted(REGISTRY.items())
         ],
         throttle_time_ms=0,
+        supported_features=[
+            _SupportedFeature(name=name, min_version=0, max_version=high)
+            for name, high in _SUPPORTED_FEATURES.items()
+        ],
+        finalized_features_epoch=1,
+        finalized_features=[
+            _FinalizedFeature(name=name, min_version_level=level, max_version_level=level)
+            for name, level in _finalized(state).items()
+        ],
     )
+
+
+_SupportedFeature = ApiVersionsResponse.SupportedFeatureKey
+_FinalizedFeature = ApiVersionsResponse.FinalizedFeatureKey
+_SUPPORTED_FEATURES = {"group.version": 1, "transaction.version": 2}
+
+
+def _finalized(state: ClusterState) -> dict[str, int]:
+    return {"group.version": 1, "transaction.version": state.transaction_version}
 
 
 @serve(ApiVersionsRequest)
 async def api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
-    return api_versions_response()
+    return api_versions_response(ctx.state)
 
 
 def _topic_metadata(state: ClusterState, topic: Topic, version: int) -> _TopicMeta:
@@ -106,7 +132,7 @@ async def metadata(ctx: RequestContext, request: MetadataRequest) -> MetadataRes
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[
-            _Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+            _Broker(node_id=b.node_id, host=b.host, port=ctx.port_of(b), rack=b.rack)
             for b in state.alive_brokers()
         ],
         cluster_id=state.cluster_id,
@@ -128,7 +154,7 @@ async def describe_cluster(
         controller_id=state.controller_id,
         brokers=[
             DescribeClusterResponse.DescribeClusterBroker(
-                broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack, is_fenced=False
+                broker_id=b.node_id, host=b.host, port=ctx.port_of(b), rack=b.rack, is_fenced=False
             )
             for b in state.alive_brokers()
         ],
@@ -161,7 +187,7 @@ async def find_coordinator(
                     key=key,
                     node_id=node_id,
                     host=broker.host,
-                    port=broker.port,
+                    port=ctx.port_of(broker),
                     error_code=errors.NONE,
                 )
             )

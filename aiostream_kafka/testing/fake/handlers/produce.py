@@ -1,16 +1,14 @@
-"""Produce and InitProducerId (idempotent producers; transactions are not served yet)."""
+"""Produce (idempotent and transactional writes; the coordinator's side of transactions is
+:mod:`.transactions`)."""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 from uuid import UUID
 
 from aiostream_kafka.protocol.base import Response
 from aiostream_kafka.protocol.error_codes import ERRORS_BY_NAME
-from aiostream_kafka.protocol.messages.init_producer_id import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-)
 from aiostream_kafka.protocol.messages.produce import ProduceRequest, ProduceResponse
 from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.context import RequestContext
@@ -21,10 +19,11 @@ from aiostream_kafka.testing.fake.state import ClusterState
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = ProduceResponse.PartitionProduceResponse
 _INVALID_REQUIRED_ACKS = ERRORS_BY_NAME["INVALID_REQUIRED_ACKS"].code
-_TRANSACTIONAL_ID_AUTHORIZATION_FAILED = ERRORS_BY_NAME[
-    "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
-].code
-_INT16_MAX = 2**15 - 1
+#: A v2 batch's producer id and epoch (at byte 43); its magic is byte 16, its
+#: attributes bytes 21-22.
+_PRODUCER = struct.Struct(">qh")
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
 
 
 def _topic_name(state: ClusterState, name: str, topic_id: UUID, version: int) -> str | None:
@@ -87,11 +86,14 @@ async def produce(ctx: RequestContext, request: ProduceRequest) -> ProduceRespon
                     endpoints[leader.node_id] = ProduceResponse.NodeEndpoint(
                         node_id=leader.node_id,
                         host=leader.host,
-                        port=leader.port,
+                        port=ctx.port_of(leader),
                         rack=leader.rack,
                     )
             elif data.records is None:
                 out.error_code = errors.INVALID_RECORD
+            elif (code := _transaction_check(state, data.records, partition.topic, data.index,
+                                             version)):  # fmt: skip
+                out.error_code = code
             else:
                 topic = state.topics[partition.topic]
                 result = partition.log.append(
@@ -119,22 +121,23 @@ async def produce(ctx: RequestContext, request: ProduceRequest) -> ProduceRespon
     )
 
 
-@serve(InitProducerIdRequest)
-async def init_producer_id(
-    ctx: RequestContext, request: InitProducerIdRequest
-) -> InitProducerIdResponse:
-    if request.transactional_id is not None:
-        # Transactions are not served yet: a clear, final answer instead of a hang.
-        return InitProducerIdResponse(
-            error_code=_TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1
-        )
-    if request.producer_id >= 0 and ctx.version >= 3:
-        # KIP-360: an idempotent producer bumps its epoch after a sequence error.
-        epoch = request.producer_epoch + 1
-        if epoch <= _INT16_MAX:
-            return InitProducerIdResponse(
-                error_code=errors.NONE, producer_id=request.producer_id, producer_epoch=epoch
-            )
-    return InitProducerIdResponse(
-        error_code=errors.NONE, producer_id=ctx.state.new_producer_id(), producer_epoch=0
+def _transaction_check(
+    state: ClusterState,
+    records: bytes | bytearray | memoryview,
+    topic: str,
+    index: int,
+    version: int,
+) -> int:
+    """The error code of a transactional write (0 for any other): its producer's epoch
+    and transaction, as the coordinator knows them (Produce v12+ joins the transaction,
+    transaction protocol v2)."""
+    if len(records) < 61:
+        return errors.NONE
+    magic = records[16]
+    attributes = (records[21] << 8) | records[22]
+    if magic != 2 or not attributes & _TRANSACTIONAL or attributes & _CONTROL:
+        return errors.NONE
+    producer_id, producer_epoch = _PRODUCER.unpack_from(records, 43)
+    return state.transactions.produce_check(
+        producer_id, producer_epoch, topic, index, v2=version >= 12
     )
