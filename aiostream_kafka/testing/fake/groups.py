@@ -14,6 +14,13 @@ The state machine is Kafka's (``GroupCoordinator`` / ``ClassicGroup``)::
   there, else the first member) gets the members' metadata.
 * A member that neither heartbeats nor syncs within its session timeout is removed and
   the group rebalances.
+* A static member (``group.instance.id``) that joins again with no member id replaces its
+  old id (KIP-345), keeping its assignment; the old id is fenced. In a Stable group whose
+  protocol the new metadata does not change, that is answered at once with the current
+  generation and no rebalance: a follower syncs and gets its assignment back; a returning
+  leader is told it leads with ``skip_assignment`` (JoinGroup v9+, KIP-814) or, before
+  v9, is named a follower by the old leader id so that it assigns nothing. While the
+  group completes a rebalance, the replacement starts a new one.
 * Waiting is done with futures the handlers await and timers of the event loop; no task
   is started here.
 """
@@ -52,6 +59,8 @@ class JoinResult:
     leader: str = ""
     #: ``(member id, group instance id, metadata)``, for the leader only.
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    #: The leader must not assign (a static leader's rejoin, JoinGroup v9+).
+    skip_assignment: bool = False
 
 
 @dataclass(slots=True)
@@ -153,8 +162,13 @@ class GroupCoordinator:
         client_id: str,
         client_host: str,
         require_known_member_id: bool,
+        supports_skip_assignment: bool = False,
     ) -> JoinResult:
-        """Handle a JoinGroup; waits until the rebalance it joins completes."""
+        """Handle a JoinGroup; waits until the rebalance it joins completes.
+
+        ``require_known_member_id``: JoinGroup v4+ (KIP-394); ``supports_skip_assignment``:
+        v9+ (KIP-814, how a static leader's rejoin is answered). Returns the answer; errors
+        are its ``error_code``, nothing is raised."""
         if not group_id:
             return JoinResult(errors.INVALID_GROUP_ID, member_id)
         if not (self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms):
@@ -170,9 +184,12 @@ class GroupCoordinator:
         ):
             return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
         loop = asyncio.get_running_loop()
+        replaced = False
+        leader_before = group.leader_id
         if not member_id:
             if group_instance_id is not None and group_instance_id in group.static_members:
                 member_id = self._replace_static(group, group_instance_id, client_id)
+                replaced = True
             elif group_instance_id is None and require_known_member_id:
                 new_id = f"{client_id}-{uuid.uuid4()}"
                 group.pending[new_id] = loop.call_later(
@@ -210,6 +227,23 @@ class GroupCoordinator:
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         self._stop_session_timer(member)
+        if (
+            replaced
+            and group.state == STABLE
+            and self._choose_protocol(group) == group.protocol_name
+        ):
+            # KIP-345: the restarted static member takes its old place without a rebalance.
+            self._start_session_timer(group, member)
+            result = self._join_result(group, member)
+            if member_id == group.leader_id:
+                if supports_skip_assignment:
+                    result.skip_assignment = True
+                else:
+                    # Before v9 the old leader id is named: the member sees itself a
+                    # follower and does not assign (a Stable group would not pass it on).
+                    result.leader = leader_before or ""
+                    result.members = []
+            return result
         if member.join_future is not None and not member.join_future.done():
             # A second JoinGroup from the same member: the first one is answered as stale.
             member.join_future.set_result(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id))
@@ -218,6 +252,7 @@ class GroupCoordinator:
         if (
             group.state in (STABLE, COMPLETING)
             and not is_new
+            and not replaced
             and not changed
             and (group.state == COMPLETING or member_id != group.leader_id)
         ):

@@ -69,6 +69,7 @@ async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGrou
         client_id=ctx.client_id,
         client_host=ctx.client_host,
         require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
     )
     return JoinGroupResponse(
         throttle_time_ms=0,
@@ -78,6 +79,7 @@ async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGrou
         # Before v7 the name is not nullable: "" stands for none.
         protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
         leader=result.leader,
+        skip_assignment=result.skip_assignment,
         member_id=result.member_id,
         members=[
             JoinGroupResponse.JoinGroupResponseMember(
