@@ -25,6 +25,8 @@ from aiostream_kafka.protocol.headers import decode_response, encode_request
 from aiostream_kafka.protocol.messages.api_versions import ApiVersionsRequest
 from aiostream_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from aiostream_kafka.testing import FakeCluster, KafkaCluster, probe
+from aiostream_kafka.testing.fake.groups import GroupCoordinator as FakeGroupCoordinator
+from aiostream_kafka.testing.fake.groups import JoinResult as FakeJoinResult
 
 T = TypeVar("T")
 
@@ -652,3 +654,145 @@ async def test_a_handler_crash_is_recorded_and_fails_the_block(
             assert len(cluster.handler_crashes) == 1
     assert "a bug in the fake" in str(raised.value)
     assert raised.value.crashes[0].api_name == "Metadata"
+
+
+async def _static_group_of_two(
+    coordinator: FakeGroupCoordinator,
+) -> tuple[str, str]:
+    """A Stable classic group with static members "a" (the leader) and "b"; their ids."""
+
+    async def join(instance: str, member_id: str = "") -> FakeJoinResult:
+        return await coordinator.join(
+            "static",
+            member_id,
+            instance,
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=5_000,
+            protocol_type="consumer",
+            protocols=[("range", instance.encode())],
+            client_id=instance,
+            client_host="/127.0.0.1",
+            require_known_member_id=True,
+        )
+
+    first = await join("a")
+    assert first.error_code == 0 and first.leader == first.member_id
+    alone = await coordinator.sync(
+        "static", first.generation_id, first.member_id, "a", None, None, {}
+    )
+    assert alone.error_code == 0
+    # "b" joins, "a" rejoins with its id (as told by its heartbeat): one rebalance.
+    b_joined, a_joined = await asyncio.gather(join("b"), join("a", first.member_id))
+    both = [a_joined, b_joined]
+    a, b = a_joined.member_id, b_joined.member_id
+    assert both[0].leader == a and both[0].generation_id == both[1].generation_id
+    generation = both[0].generation_id
+    synced = await asyncio.gather(
+        coordinator.sync("static", generation, a, "a", None, None, {a: b"A", b: b"B"}),
+        coordinator.sync("static", generation, b, "b", None, None, {}),
+    )
+    assert [s.assignment for s in synced] == [b"A", b"B"]
+    return a, b
+
+
+async def test_a_restarted_static_member_keeps_generation_and_assignment() -> None:
+    """KIP-345/KIP-814 in the fake's classic coordinator: a static member that joins again
+    with no member id while the group is Stable gets a new id, the same generation and its
+    old assignment, without a rebalance; the returning leader is told to skip the
+    assignment (JoinGroup v9+) or, before v9, is named a follower; the old ids are fenced."""
+    coordinator = FakeGroupCoordinator(
+        min_session_timeout_ms=6_000, max_session_timeout_ms=60_000, initial_rebalance_delay_ms=0
+    )
+    try:
+        a, b = await _static_group_of_two(coordinator)
+        group = coordinator.groups["static"]
+        generation = group.generation_id
+
+        async def rejoin(instance: str, *, v9: bool) -> FakeJoinResult:
+            return await asyncio.wait_for(
+                coordinator.join(
+                    "static",
+                    "",
+                    instance,
+                    session_timeout_ms=10_000,
+                    rebalance_timeout_ms=5_000,
+                    protocol_type="consumer",
+                    protocols=[("range", b"restarted")],
+                    client_id=instance,
+                    client_host="/127.0.0.1",
+                    require_known_member_id=True,
+                    supports_skip_assignment=v9,
+                ),
+                5,
+            )
+
+        # A follower: answered at once, same generation, SyncGroup gives its assignment.
+        follower = await rejoin("b", v9=True)
+        assert follower.error_code == 0 and follower.member_id != b
+        assert follower.generation_id == generation and follower.leader == a
+        assert not follower.skip_assignment and follower.members == []
+        assert group.state == "Stable"
+        sync = await coordinator.sync("static", generation, follower.member_id, "b", None, None, {})
+        assert sync.error_code == 0 and sync.assignment == b"B"
+        assert coordinator.heartbeat("static", generation, b, "b") == 82  # FENCED_INSTANCE_ID
+
+        # The leader before v9: the old leader id is named, so it assigns nothing.
+        old_style = await rejoin("a", v9=False)
+        assert old_style.generation_id == generation and old_style.member_id != a
+        assert old_style.leader == a and old_style.members == []
+        assert not old_style.skip_assignment
+        # The leader in v9+: it leads, with the members, and skips the assignment.
+        leader = await rejoin("a", v9=True)
+        assert leader.generation_id == generation
+        assert leader.leader == leader.member_id and leader.skip_assignment
+        assert {m for m, _, _ in leader.members} == {leader.member_id, follower.member_id}
+        sync = await coordinator.sync("static", generation, leader.member_id, "a", None, None, {})
+        assert sync.error_code == 0 and sync.assignment == b"A"
+        assert group.state == "Stable" and group.generation_id == generation
+        assert coordinator.heartbeat("static", generation, follower.member_id, "b") == 0
+    finally:
+        coordinator.close()
+
+
+async def test_a_static_rejoin_during_completing_rebalance_starts_another() -> None:
+    """While the group waits for the leader's SyncGroup, the leader may already have been
+    given the old member id: a static member's replacement then starts a new rebalance."""
+    coordinator = FakeGroupCoordinator(
+        min_session_timeout_ms=6_000, max_session_timeout_ms=60_000, initial_rebalance_delay_ms=0
+    )
+    try:
+        joined = await coordinator.join(
+            "static",
+            "",
+            "a",
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=5_000,
+            protocol_type="consumer",
+            protocols=[("range", b"")],
+            client_id="a",
+            client_host="/127.0.0.1",
+            require_known_member_id=True,
+        )
+        group = coordinator.groups["static"]
+        assert group.state == "CompletingRebalance"
+        again = await asyncio.wait_for(
+            coordinator.join(
+                "static",
+                "",
+                "a",
+                session_timeout_ms=10_000,
+                rebalance_timeout_ms=5_000,
+                protocol_type="consumer",
+                protocols=[("range", b"")],
+                client_id="a",
+                client_host="/127.0.0.1",
+                require_known_member_id=True,
+                supports_skip_assignment=True,
+            ),
+            5,
+        )
+        assert again.error_code == 0 and again.member_id != joined.member_id
+        assert again.generation_id == joined.generation_id + 1
+        assert again.leader == again.member_id and not again.skip_assignment
+    finally:
+        coordinator.close()
