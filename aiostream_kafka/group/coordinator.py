@@ -256,9 +256,12 @@ class GroupCoordinator(MemberBase):
                 if not self._rejoin.is_set():
                     await self._check_metadata()
                 continue
-            self._rejoin.clear()
+            # The rejoin request stays set until the member is marked REBALANCING (in
+            # _join_and_sync): meanwhile it must not look settled to wait_stable() or to
+            # anyone reading the state (a STABLE member with nothing pending).
             await self._drop_expired()
             if self.left_reason is not None:
+                self._rejoin.clear()
                 await self._resume.wait()  # until the application asks for records again
                 continue
             if self._pattern is None:
@@ -416,6 +419,7 @@ class GroupCoordinator(MemberBase):
             finally:
                 self.owned = frozenset()
         await self._set_state(GroupState.REBALANCING)
+        self._rejoin.clear()  # the JoinGroup we send now answers every request so far
         self._heartbeating.clear()  # the JoinGroup we send now stands for them
         join_timeout = self.config.rebalance_timeout_ms + 5_000
         while True:
