@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.clock import Clock, RealClock
 from aiostream_kafka.testing.fake.consumer_groups import ConsumerGroupCoordinator
 from aiostream_kafka.testing.fake.fetch_sessions import FetchSessionCache
 from aiostream_kafka.testing.fake.groups import GroupCoordinator
@@ -211,7 +212,10 @@ class ClusterState:
         group_consumer_session_timeout_ms: int = 45_000,
         group_consumer_heartbeat_interval_ms: int = 1_000,
         sasl_users: SaslUsers | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        #: Every timeout and timestamp of the fake reads this clock (``clock.py``).
+        self.clock: Clock = clock if clock is not None else RealClock()
         self.brokers: dict[int, BrokerInfo] = {
             node_id: BrokerInfo(node_id, host) for node_id in range(1, brokers + 1)
         }
