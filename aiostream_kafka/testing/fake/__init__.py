@@ -11,13 +11,23 @@ encoded by the codec the client uses). One module per job:
 * :mod:`.groups` -- the classic group coordinator and committed offsets;
 * :mod:`.fetch_sessions` -- KIP-227 fetch sessions;
 * :mod:`.handlers` -- one module per area of the protocol;
-* :mod:`.control` -- fault injection and inspection (``cluster.control``).
+* :mod:`.control` -- fault injection and inspection (``cluster.control``);
+* :mod:`.clock` -- the time the fake's timeouts read: real, or a test's
+  :class:`ManualClock`.
 """
 
 from __future__ import annotations
 
+from aiostream_kafka.testing.fake.clock import ManualClock
 from aiostream_kafka.testing.fake.cluster import FakeCluster
 from aiostream_kafka.testing.fake.control import Control
 from aiostream_kafka.testing.fake.state import HandlerCrash, HandlerCrashError, RequestLogEntry
 
-__all__ = ["Control", "FakeCluster", "HandlerCrash", "HandlerCrashError", "RequestLogEntry"]
+__all__ = [
+    "Control",
+    "FakeCluster",
+    "HandlerCrash",
+    "HandlerCrashError",
+    "ManualClock",
+    "RequestLogEntry",
+]

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from aiostream_kafka.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from aiostream_kafka.structs import Record
+from aiostream_kafka.testing.fake.clock import Clock
 from aiostream_kafka.testing.fake.context import SASL_PLAINTEXT
 from aiostream_kafka.testing.fake.control import Control
 from aiostream_kafka.testing.fake.sasl import MECHANISMS, SaslUsers
@@ -76,6 +77,11 @@ class FakeCluster:
     ``sasl_mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) before anything else is
     served; wrong credentials get ``SASL_AUTHENTICATION_FAILED`` and the connection is
     closed. The plain listener stays open beside it, as a broker's PLAINTEXT one.
+
+    ``clock`` is what the fake's timeouts and timestamps read (``clock.py``): by default
+    the event loop's timers and the wall clock; a :class:`~.clock.ManualClock` makes them
+    move only when the test calls :meth:`advance_time` (a member's session runs out
+    exactly when the test says). Long polls and ``control.delay`` stay in real time.
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class FakeCluster:
         group_consumer_heartbeat_interval_ms: int = 1_000,
         sasl_users: Mapping[str, str] | None = None,
         sasl_mechanisms: Sequence[str] = MECHANISMS,
+        clock: Clock | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -122,6 +129,7 @@ class FakeCluster:
             group_consumer_session_timeout_ms=group_consumer_session_timeout_ms,
             group_consumer_heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
             sasl_users=users,
+            clock=clock,
         )
         self._servers = {
             node_id: BrokerServer(self._state, broker, max_frame_bytes=max_frame_bytes)
@@ -147,6 +155,21 @@ class FakeCluster:
         """The cluster's state (topics, groups...); change it only through the cluster's
         methods or :attr:`control`, which run on the cluster's loop."""
         return self._state
+
+    @property
+    def clock(self) -> Clock:
+        """The clock of the fake's timeouts and timestamps (``clock=``, else real time)."""
+        return self._state.clock
+
+    def advance_time(self, seconds: float) -> int:
+        """Move a manual clock ``seconds`` forward and run the timers that fall due, on
+        the cluster's loop, from any thread (:meth:`.Control.advance_time`); return how
+        many ran.
+
+        Raises ``RuntimeError`` without ``FakeCluster(clock=ManualClock())``,
+        ``ValueError`` for a negative amount.
+        """
+        return self.control.advance_time(seconds)
 
     @property
     def servers(self) -> dict[int, BrokerServer]:

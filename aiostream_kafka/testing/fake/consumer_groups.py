@@ -18,13 +18,13 @@ the group epoch). Each member then moves to its target as Kafka's
 
 A member that does not heartbeat within the session timeout is removed. A static member
 (instance id) leaving with epoch -2 keeps its place for the session timeout; another
-process with the same instance id takes it over. Waiting is done with loop timers; no
-task is started here. Offsets live with the classic groups' (``groups.py``) by group id.
+process with the same instance id takes it over. Waiting is done with timers of the
+cluster's clock (``clock.py``); no task is started here. Offsets live with the classic
+groups' (``groups.py``) by group id.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 import uuid
@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.clock import Clock, RealClock, Timer
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,8 @@ class ConsumerMember:
     #: The assignment last sent (to send only changes).
     sent: Assignment | None = None
     left_static: bool = False
-    session_timer: asyncio.TimerHandle | None = None
-    rebalance_timer: asyncio.TimerHandle | None = None
+    session_timer: Timer | None = None
+    rebalance_timer: Timer | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -138,7 +139,10 @@ class ConsumerGroupCoordinator:
         *,
         session_timeout_ms: int,
         heartbeat_interval_ms: int,
+        clock: Clock | None = None,
     ) -> None:
+        #: The members' session and revocation timers (``clock.py``).
+        self.clock: Clock = clock if clock is not None else RealClock()
         self._topics = topics
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -342,7 +346,7 @@ class ConsumerGroupCoordinator:
     def _session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = asyncio.get_running_loop().call_later(
+        member.session_timer = self.clock.call_later(
             self.session_ms(group.group_id) / 1000, self._expired, group, member
         )
 
@@ -431,7 +435,7 @@ class ConsumerGroupCoordinator:
                 member.revoking.setdefault(topic_id, set()).update(ps)
             member.assigned = _and(member.assigned, target)
             member.state = UNREVOKED
-            member.rebalance_timer = asyncio.get_running_loop().call_later(
+            member.rebalance_timer = self.clock.call_later(
                 member.rebalance_timeout_ms / 1000, self._revocation_timed_out, group, member
             )
             return

@@ -10,6 +10,7 @@ Examples::
     await cluster.control.stop_broker(2)
     [r.api_name for r in cluster.control.requests()]
     cluster.control.records("orders", 0)
+    cluster.control.advance_time(45)             # with FakeCluster(clock=ManualClock())
 
 Every call is safe from any thread: when the cluster runs in its own thread
 (``start_blocking()``), the change is made on the cluster's loop and the call returns
@@ -25,6 +26,7 @@ from aiostream_kafka.errors import KafkaError
 from aiostream_kafka.protocol.error_codes import ERRORS_BY_NAME
 from aiostream_kafka.protocol.messages import API_NAMES
 from aiostream_kafka.structs import Record
+from aiostream_kafka.testing.fake.clock import ManualClock
 from aiostream_kafka.testing.fake.server import BrokerServer
 from aiostream_kafka.testing.fake.state import (
     ClusterState,
@@ -188,6 +190,24 @@ class Control:
         Raises ``KeyError`` for an unknown transactional id.
         """
         return self._cluster.call(lambda: self._cluster.state.transactions.abort(transactional_id))
+
+    def advance_time(self, seconds: float) -> int:
+        """Move the cluster's :class:`~.clock.ManualClock` ``seconds`` forward, running
+        on the cluster's loop the timers that fall due (sessions, rebalance and
+        transaction timeouts), in due order; return how many ran. When it returns, what
+        they did is done (members removed, transactions aborted and their markers
+        written); clients learn it from their next requests.
+
+        Raises ``RuntimeError`` if the cluster runs on another clock (the real one by
+        default: start it with ``FakeCluster(clock=ManualClock())``), ``ValueError`` for
+        a negative amount, and what a timer's callback raises.
+        """
+        clock = self._cluster.state.clock
+        if not isinstance(clock, ManualClock):
+            raise RuntimeError(
+                "the fake cluster's time is not manual: use FakeCluster(clock=ManualClock())"
+            )
+        return self._cluster.call(lambda: clock.advance(seconds))
 
     def requests(self, api: int | str | None = None) -> list[RequestLogEntry]:
         """The requests received (the last 10,000), oldest first; only those of ``api``

@@ -21,19 +21,20 @@ The state machine is Kafka's (``GroupCoordinator`` / ``ClassicGroup``)::
   leader is told it leads with ``skip_assignment`` (JoinGroup v9+, KIP-814) or, before
   v9, is named a follower by the old leader id so that it assigns nothing. While the
   group completes a rebalance, the replacement starts a new one.
-* Waiting is done with futures the handlers await and timers of the event loop; no task
-  is started here.
+* Waiting is done with futures the handlers await and timers of the cluster's clock
+  (``clock.py``: the loop's, or a test's ``ManualClock``); no task is started here.
+  Commit timestamps are that clock's wall time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.clock import Clock, RealClock, Timer
 
 __all__ = ["CommittedOffset", "Group", "GroupCoordinator", "JoinResult", "Member", "SyncResult"]
 
@@ -98,7 +99,7 @@ class Member:
     assignment: bytes = b""
     join_future: asyncio.Future[JoinResult] | None = None
     sync_future: asyncio.Future[SyncResult] | None = None
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: Timer | None = None
 
     def metadata_for(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -119,11 +120,12 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     #: Member ids handed out by MEMBER_ID_REQUIRED, not joined yet, with their expiry.
-    pending: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    pending: dict[str, Timer] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
-    rebalance_timer: asyncio.TimerHandle | None = None
-    #: When the rebalance may complete at the earliest (initial delay of an empty group).
+    rebalance_timer: Timer | None = None
+    #: When the rebalance may complete at the earliest (initial delay of an empty group),
+    #: on the coordinator's clock.
     not_before: float = 0.0
 
     def candidate_protocols(self) -> set[str]:
@@ -141,7 +143,10 @@ class GroupCoordinator:
         min_session_timeout_ms: int,
         max_session_timeout_ms: int,
         initial_rebalance_delay_ms: int,
+        clock: Clock | None = None,
     ) -> None:
+        #: Session, rebalance and pending-member timers and commit timestamps (``clock.py``).
+        self.clock: Clock = clock if clock is not None else RealClock()
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
@@ -184,6 +189,7 @@ class GroupCoordinator:
         ):
             return JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id)
         loop = asyncio.get_running_loop()
+        clock = self.clock
         replaced = False
         leader_before = group.leader_id
         if not member_id:
@@ -192,7 +198,7 @@ class GroupCoordinator:
                 replaced = True
             elif group_instance_id is None and require_known_member_id:
                 new_id = f"{client_id}-{uuid.uuid4()}"
-                group.pending[new_id] = loop.call_later(
+                group.pending[new_id] = clock.call_later(
                     session_timeout_ms / 1000, self._pending_expired, group, new_id
                 )
                 return JoinResult(errors.MEMBER_ID_REQUIRED, new_id)
@@ -296,27 +302,27 @@ class GroupCoordinator:
             self._try_complete_join(group)
 
     def _prepare_rebalance(self, group: Group) -> None:
-        loop = asyncio.get_running_loop()
+        clock = self.clock
         if group.state == COMPLETING:
             self._fail_syncs(group, errors.REBALANCE_IN_PROGRESS)
         was_empty = group.state == EMPTY
         group.state = PREPARING
         timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         delay_ms = self.initial_rebalance_delay_ms if was_empty else 0
-        group.not_before = loop.time() + delay_ms / 1000
+        group.not_before = clock.monotonic() + delay_ms / 1000
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()
-        group.rebalance_timer = loop.call_later(
+        group.rebalance_timer = clock.call_later(
             max(timeout_ms, delay_ms) / 1000, self._complete_join, group
         )
         if delay_ms:
-            loop.call_later(delay_ms / 1000, self._try_complete_join, group)
+            clock.call_later(delay_ms / 1000, self._try_complete_join, group)
         self._try_complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
         if group.state != PREPARING:
             return
-        if asyncio.get_running_loop().time() < group.not_before:
+        if self.clock.monotonic() < group.not_before:
             return
         if group.pending:
             return
@@ -510,7 +516,7 @@ class GroupCoordinator:
 
     def _start_session_timer(self, group: Group, member: Member) -> None:
         self._stop_session_timer(member)
-        member.session_timer = asyncio.get_running_loop().call_later(
+        member.session_timer = self.clock.call_later(
             member.session_timeout_ms / 1000, self._session_expired, group, member
         )
 
@@ -593,7 +599,7 @@ class GroupCoordinator:
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.offsets[(topic, partition)] = CommittedOffset(
-            offset, leader_epoch, metadata, int(time.time() * 1000)
+            offset, leader_epoch, metadata, self.clock.wall_ms()
         )
         return errors.NONE
 

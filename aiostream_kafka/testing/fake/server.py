@@ -277,6 +277,7 @@ class BrokerServer:
                     raise _Close from None
         delay = self.state.hooks.take_delay(api_key)
         if delay > 0:
+            # Real time even under a ManualClock (clock.py): the test awaits the answer.
             await asyncio.sleep(delay)
         if response is None:
             return b""

@@ -10,7 +10,6 @@ and :class:`~.control.Control` own it.
 from __future__ import annotations
 
 import re
-import time
 import uuid
 import zlib
 from collections import deque
@@ -124,6 +123,7 @@ class RequestLogEntry:
     api_version: int
     correlation_id: int
     client_id: str | None
+    #: When it was received: seconds since the epoch, on the cluster's clock.
     at: float
 
 
@@ -230,11 +230,13 @@ class ClusterState:
             min_session_timeout_ms=group_min_session_timeout_ms,
             max_session_timeout_ms=group_max_session_timeout_ms,
             initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
+            clock=self.clock,
         )
         self.consumer_groups = ConsumerGroupCoordinator(
             self._topic_table,
             session_timeout_ms=group_consumer_session_timeout_ms,
             heartbeat_interval_ms=group_consumer_heartbeat_interval_ms,
+            clock=self.clock,
         )
         self.transactions = TransactionCoordinator(self)
         #: Who may authenticate on the SASL listeners (None: there are none).
@@ -545,6 +547,12 @@ class ClusterState:
         """Remember a request (``Control.requests``)."""
         self.hooks.log.append(
             RequestLogEntry(
-                node_id, api_key, api_name, version, correlation_id, client_id, time.time()
+                node_id,
+                api_key,
+                api_name,
+                version,
+                correlation_id,
+                client_id,
+                self.clock.wall_ms() / 1000,
             )
         )

@@ -22,18 +22,18 @@ written at once, so ``CONCURRENT_TRANSACTIONS`` is never needed)::
   EndTxn of the previous epoch gets the same answer again.
 * A transaction open longer than its ``transaction_timeout_ms`` is aborted with a bumped
   epoch (so the producer's next write is refused with ``INVALID_PRODUCER_EPOCH``), by a
-  loop timer (no task).
+  timer of the cluster's clock (no task); start times and marker timestamps are read
+  from that clock too.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiostream_kafka.testing.fake import errors
+from aiostream_kafka.testing.fake.clock import Clock, Timer
 from aiostream_kafka.testing.fake.groups import GroupCoordinator
 from aiostream_kafka.testing.fake.log import PartitionLog
 
@@ -50,6 +50,8 @@ class ClusterState(Protocol):
 
     @property
     def groups(self) -> GroupCoordinator: ...
+    @property
+    def clock(self) -> Clock: ...
     def partition(self, topic: str, index: int) -> _Partition | None: ...
     def new_producer_id(self) -> int: ...
 
@@ -96,7 +98,7 @@ class Transaction:
     started_at: float = 0.0
     #: Wall-clock start of the open transaction (DescribeTransactions), ms.
     started_at_ms: int = -1
-    timer: asyncio.TimerHandle | None = None
+    timer: Timer | None = None
     #: Transactions that ran out of time (aborted by the coordinator).
     timed_out: int = 0
 
@@ -176,9 +178,10 @@ class TransactionCoordinator:
             txn.partitions.clear()
             txn.groups.clear()
             txn.offsets.clear()
-            txn.started_at = time.monotonic()
-            txn.started_at_ms = int(time.time() * 1000)
-            txn.timer = asyncio.get_running_loop().call_later(
+            clock = self._state.clock
+            txn.started_at = clock.monotonic()
+            txn.started_at_ms = clock.wall_ms()
+            txn.timer = clock.call_later(
                 txn.timeout_ms / 1000, self._expire, txn, txn.producer_epoch
             )
 
@@ -315,7 +318,7 @@ class TransactionCoordinator:
         if txn.timer is not None:
             txn.timer.cancel()
             txn.timer = None
-        now_ms = int(time.time() * 1000)
+        now_ms = self._state.clock.wall_ms()
         for topic, index in sorted(txn.partitions):
             partition = self._state.partition(topic, index)
             if partition is None:

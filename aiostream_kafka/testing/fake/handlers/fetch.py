@@ -201,6 +201,8 @@ async def fetch(ctx: RequestContext, request: FetchRequest) -> FetchResponse:
     else:
         parts = _requested(request, version)
 
+    # The long poll waits in real time, also under a ManualClock (see clock.py): a client
+    # waiting on it must get its answer without the test advancing the cluster's clock.
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, request.max_wait_ms) / 1000
     while True:

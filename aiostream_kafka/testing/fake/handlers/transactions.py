@@ -10,7 +10,6 @@ answered as ``INVALID_PRODUCER_EPOCH`` to versions older than KIP-588's.
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from aiostream_kafka.protocol.base import Response
@@ -329,7 +328,7 @@ async def list_transactions(
     version = ctx.version
     states = {s for s in request.state_filters}
     pids = set(request.producer_id_filters)
-    now_ms = int(time.time() * 1000)
+    now_ms = ctx.state.clock.wall_ms()
     pattern = (
         re.compile(request.transactional_id_pattern)
         if version >= 2 and request.transactional_id_pattern
