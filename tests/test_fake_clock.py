@@ -1,0 +1,415 @@
+"""FakeCluster under a ManualClock (issue 34, "deterministic time"): group sessions,
+the initial rebalance delay and transaction timeouts run out exactly when the test
+advances the cluster's clock, never on real time; the timestamps the fake stamps are the
+clock's. And aiokafka's transactions against the fake. No JVM: these run in the unit tier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import pytest
+from helpers import eventually, read_records
+
+from aiostream_kafka import (
+    InvalidProducerEpochError,
+    Producer,
+    TransactionAbortableError,
+    TransactionState,
+)
+from aiostream_kafka.protocol.headers import decode_response, encode_request
+from aiostream_kafka.protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from aiostream_kafka.protocol.messages.describe_groups import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from aiostream_kafka.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from aiostream_kafka.protocol.messages.offset_commit import OffsetCommitRequest
+from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from aiostream_kafka.protocol.records import iter_batches
+from aiostream_kafka.testing import FakeCluster
+from aiostream_kafka.testing.fake import ManualClock
+from aiostream_kafka.testing.fake.clock import RealClock
+
+START_MS = 1_700_000_000_000
+NONE = 0
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+#: Bound on one request's answer (a join waits for its rebalance).
+ANSWER_TIMEOUT_S = 10.0
+
+
+def _name(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+async def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """Wait (real time) until ``check()`` holds: a request reached the fake's state."""
+
+    async def probe() -> bool:
+        return check()
+
+    await eventually(probe, bool, timeout_s)
+
+
+class _Wire:
+    """One client connection to the fake, sending requests and reading their answers in
+    order (a member per connection: a JoinGroup holds its connection until answered)."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self._address = cluster.bootstrap_servers.split(",")[0]
+        self._correlation = 0
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> _Wire:
+        host, _, port = self._address.rpartition(":")
+        self._reader, self._writer = await asyncio.open_connection(host, int(port))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    async def request(self, request: Any, version: int) -> Any:
+        assert self._reader is not None and self._writer is not None
+        self._correlation += 1
+        self._writer.write(encode_request(request, version, self._correlation, "clock-test"))
+        async with asyncio.timeout(ANSWER_TIMEOUT_S):
+            size = struct.unpack(">i", await self._reader.readexactly(4))[0]
+            correlation, response = decode_response(
+                request.API_KEY, version, await self._reader.readexactly(size)
+            )
+        assert correlation == self._correlation
+        return response
+
+
+async def _join(
+    wire: _Wire, group: str, member_id: str = "", *, session_ms: int, rebalance_ms: int = 5_000
+) -> JoinGroupResponse:
+    """JoinGroup v9 (a new member first gets its id with MEMBER_ID_REQUIRED)."""
+    request = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        member_id=member_id,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")],
+    )
+    response = await wire.request(request, 9)
+    if response.error_code == MEMBER_ID_REQUIRED and not member_id:
+        request.member_id = response.member_id
+        response = await wire.request(request, 9)
+    assert isinstance(response, JoinGroupResponse)
+    return response
+
+
+async def _sync(
+    wire: _Wire, group: str, joined: JoinGroupResponse, assignments: dict[str, bytes]
+) -> SyncGroupResponse:
+    request = SyncGroupRequest(
+        group_id=group,
+        generation_id=joined.generation_id,
+        member_id=joined.member_id,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=[
+            SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
+            for m, a in assignments.items()
+        ],
+    )
+    response = await wire.request(request, 5)
+    assert isinstance(response, SyncGroupResponse)
+    return response
+
+
+async def _heartbeat(wire: _Wire, group: str, joined: JoinGroupResponse, generation: int) -> int:
+    request = HeartbeatRequest(group_id=group, generation_id=generation, member_id=joined.member_id)
+    response = await wire.request(request, 4)
+    assert isinstance(response, HeartbeatResponse)
+    return response.error_code
+
+
+async def _describe(wire: _Wire, group: str) -> DescribeGroupsResponse.DescribedGroup:
+    response = await wire.request(DescribeGroupsRequest(groups=[group]), 5)
+    assert isinstance(response, DescribeGroupsResponse)
+    return response.groups[0]
+
+
+# -- the clock itself --------------------------------------------------------------------
+
+
+def test_manual_clock_runs_due_timers_in_order_and_those_they_schedule() -> None:
+    clock = ManualClock(start_ms=START_MS)
+    ran: list[tuple[str, float]] = []
+
+    def note(name: str) -> None:
+        ran.append((name, clock.monotonic()))
+        if name == "b":
+            clock.call_later(0.5, note, "from-b")  # due at 2.5: inside the advance
+            clock.call_later(5.0, note, "late")  # due at 7.0: after it
+
+    clock.call_later(3.0, note, "c")
+    clock.call_later(2.0, note, "b")
+    clock.call_later(1.0, note, "a")
+    dropped = clock.call_later(1.5, note, "cancelled")
+    dropped.cancel()
+    clock.call_later(3.0, note, "c2")  # same due time as "c": scheduled order
+    assert clock.monotonic() == 0.0 and clock.wall_ms() == START_MS
+    assert clock.advance(0.999) == 0 and ran == []
+    assert clock.advance(2.5) == 5
+    assert ran == [("a", 1.0), ("b", 2.0), ("from-b", 2.5), ("c", 3.0), ("c2", 3.0)]
+    assert clock.monotonic() == pytest.approx(3.499)
+    assert clock.wall_ms() == START_MS + 3499
+    assert clock.pending() == [7.0]
+    assert clock.advance(10) == 1 and ran[-1] == ("late", 7.0)
+    with pytest.raises(ValueError):
+        clock.advance(-1)
+
+
+async def test_advance_time_needs_a_manual_clock() -> None:
+    async with FakeCluster() as cluster:
+        assert isinstance(cluster.clock, RealClock)
+        with pytest.raises(RuntimeError, match="ManualClock"):
+            cluster.advance_time(1)
+
+
+# -- classic groups ------------------------------------------------------------------------
+
+
+async def test_a_silent_classic_member_is_removed_exactly_when_the_clock_passes_its_session() -> (
+    None
+):
+    """Two members; one stops heartbeating. Real time passing does not remove it (its
+    session is 300 ms and the test sleeps longer); advancing the clock to just before
+    its session ends does not either; just past it, it is removed, the group rebalances
+    and the other member (heartbeating) is told to rejoin and then leads alone."""
+    clock = ManualClock(start_ms=START_MS)
+    async with FakeCluster(clock=clock, group_min_session_timeout_ms=100) as cluster:
+        group = _name("g")
+        async with _Wire(cluster) as silent, _Wire(cluster) as live, _Wire(cluster) as admin:
+            a = await _join(silent, group, session_ms=300)
+            assert a.error_code == NONE and a.generation_id == 1 and a.leader == a.member_id
+            assert (await _sync(silent, group, a, {a.member_id: b"all"})).error_code == NONE
+            # A second member joins; the first rejoins as its client would.
+            b_joining = asyncio.ensure_future(_join(live, group, session_ms=60_000))
+            await _until(lambda: cluster.state.groups.groups[group].state == "PreparingRebalance")
+            assert await _heartbeat(silent, group, a, 1) == REBALANCE_IN_PROGRESS
+            a = await _join(silent, group, a.member_id, session_ms=300)
+            b = await b_joining
+            assert a.generation_id == b.generation_id == 2 and a.leader == a.member_id
+            split = {a.member_id: b"p0", b.member_id: b"p1"}
+            assert (await _sync(silent, group, a, split)).error_code == NONE
+            assert (await _sync(live, group, b, {})).assignment == b"p1"
+            # From here the first member is silent.
+            await asyncio.sleep(0.6)  # twice its session, in real time
+            described = await _describe(admin, group)
+            assert described.group_state == "Stable" and len(described.members) == 2
+            assert cluster.advance_time(0.299) == 0
+            assert await _heartbeat(live, group, b, 2) == NONE
+            assert a.member_id in cluster.state.groups.groups[group].members
+            cluster.advance_time(0.002)
+            described = await _describe(admin, group)
+            assert described.group_state == "PreparingRebalance"
+            assert [m.member_id for m in described.members] == [b.member_id]
+            assert await _heartbeat(live, group, b, 2) == REBALANCE_IN_PROGRESS
+            b = await _join(live, group, b.member_id, session_ms=60_000)
+            assert b.generation_id == 3 and b.leader == b.member_id
+            assert [m.member_id for m in b.members] == [b.member_id]
+
+
+async def test_the_initial_rebalance_delay_and_rebalance_timeout_follow_the_clock() -> None:
+    """The first join of an empty group waits ``group.initial.rebalance.delay.ms`` of the
+    cluster's clock; a member that does not rejoin is dropped when the rebalance timeout
+    passes on that clock."""
+    clock = ManualClock(start_ms=START_MS)
+    async with FakeCluster(clock=clock, group_initial_rebalance_delay_ms=3_000) as cluster:
+        group = _name("g")
+        async with _Wire(cluster) as first, _Wire(cluster) as second:
+            joining = asyncio.ensure_future(
+                _join(first, group, session_ms=60_000, rebalance_ms=20_000)
+            )
+            await _until(
+                lambda: (
+                    group in cluster.state.groups.groups
+                    and any(
+                        m.join_future for m in cluster.state.groups.groups[group].members.values()
+                    )
+                )
+            )
+            await asyncio.sleep(0.2)
+            assert not joining.done()  # real time does not end the delay
+            cluster.advance_time(2.9)
+            await asyncio.sleep(0.05)
+            assert not joining.done()
+            cluster.advance_time(0.2)
+            a = await joining
+            assert a.generation_id == 1
+            assert (await _sync(first, group, a, {a.member_id: b"x"})).error_code == NONE
+            # A newcomer starts a rebalance the first member never rejoins: it is dropped
+            # when its rebalance timeout (20 s) has passed on the clock.
+            joining = asyncio.ensure_future(_join(second, group, session_ms=60_000))
+            await _until(lambda: cluster.state.groups.groups[group].state == "PreparingRebalance")
+            cluster.advance_time(19.9)
+            await asyncio.sleep(0.05)
+            assert not joining.done()
+            cluster.advance_time(0.2)
+            b = await joining
+            assert b.generation_id == 2 and [m.member_id for m in b.members] == [b.member_id]
+
+
+# -- KIP-848 groups ----------------------------------------------------------------------
+
+
+async def _beat(
+    wire: _Wire,
+    group: str,
+    member_id: str,
+    epoch: int,
+    topic: str | None = None,
+    owned: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = None,
+) -> ConsumerGroupHeartbeatResponse:
+    request = ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+        subscribed_topic_names=[topic] if topic is not None else None,
+        topic_partitions=owned if owned is not None else ([] if epoch == 0 else None),
+    )
+    response = await wire.request(request, 1)
+    assert isinstance(response, ConsumerGroupHeartbeatResponse)
+    assert response.error_code == NONE, response.error_message
+    return response
+
+
+def _owned(
+    response: ConsumerGroupHeartbeatResponse,
+) -> list[ConsumerGroupHeartbeatRequest.TopicPartitions]:
+    assert response.assignment is not None
+    return [
+        ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=t.topic_id, partitions=t.partitions)
+        for t in response.assignment.topic_partitions
+    ]
+
+
+async def test_a_silent_kip848_member_is_removed_exactly_when_the_clock_passes_its_session() -> (
+    None
+):
+    """KIP-848: a member that stops heartbeating stays for the whole session timeout of
+    the cluster's clock (45 s, Kafka's default) and is removed just past it; its
+    partition then goes to the member still heartbeating."""
+    clock = ManualClock(start_ms=START_MS)
+    async with FakeCluster(clock=clock) as cluster:
+        topic = cluster.create_topic(_name(), partitions=2)
+        group = _name("g")
+        silent_id, live_id = str(uuid.uuid4()), str(uuid.uuid4())
+        async with _Wire(cluster) as silent, _Wire(cluster) as live:
+            s = await _beat(silent, group, silent_id, 0, topic)
+            assert s.assignment is not None
+            first = await _beat(live, group, live_id, 0, topic)
+            # The silent member gives up one partition for the newcomer (one heartbeat).
+            s = await _beat(silent, group, silent_id, s.member_epoch, owned=_owned(s))
+            kept = sum(len(t.partitions) for t in _owned(s))
+            assert kept == 1
+            s = await _beat(silent, group, silent_id, s.member_epoch, owned=_owned(s))
+            epoch = first.member_epoch
+            got = await _beat(live, group, live_id, epoch, owned=[])
+            assert sum(len(t.partitions) for t in _owned(got)) == 1
+            owned, epoch = _owned(got), got.member_epoch
+            # From here the first member is silent; the other heartbeats every 30 s.
+            assert cluster.advance_time(30) == 0
+            await _beat(live, group, live_id, epoch, owned=owned)
+            cluster.advance_time(14.9)
+            members = cluster.state.consumer_groups.groups[group].members
+            assert silent_id in members
+            cluster.advance_time(0.2)
+            assert silent_id not in members and live_id in members
+            got = await _beat(live, group, live_id, epoch, owned=owned)
+            assert got.member_epoch > epoch
+            assert sum(len(t.partitions) for t in _owned(got)) == 2
+
+
+# -- transactions ------------------------------------------------------------------------
+
+
+async def test_a_transaction_times_out_only_when_the_clock_passes_its_timeout() -> None:
+    """The coordinator aborts an open transaction (ABORT marker, epoch bumped) exactly
+    when the cluster's clock passes ``transaction_timeout_ms``; its start time and the
+    marker's timestamp are the clock's wall time."""
+    clock = ManualClock(start_ms=START_MS)
+    async with FakeCluster(clock=clock) as cluster:
+        topic = cluster.create_topic(_name())
+        bs = cluster.bootstrap_servers
+        log = cluster.state.require_partition(topic, 0).log
+        async with Producer(bs, transactional_id="tid-clock", transaction_timeout_ms=10_000) as p:
+            cluster.advance_time(1)
+            p.begin_transaction()
+            await p.send(topic, b"timed-out")
+            txn = cluster.state.transactions.transactions["tid-clock"]
+            assert txn.state == "Ongoing" and txn.started_at_ms == START_MS + 1_000
+            epoch = txn.producer_epoch
+            await asyncio.sleep(0.3)  # real time is not the coordinator's
+            cluster.advance_time(9.999)
+            assert txn.state == "Ongoing" and txn.timed_out == 0
+            assert not any(b.is_control for b in log.batches)
+            cluster.advance_time(0.002)
+            assert txn.state == "CompleteAbort" and txn.timed_out == 1
+            assert txn.producer_epoch == epoch + 1
+            [marker] = [b for b in log.batches if b.is_control]
+            [batch] = iter_batches(marker.data)
+            assert batch.control_records()[0].type.name == "ABORT"
+            assert batch.max_timestamp == START_MS + 11_000
+            with pytest.raises(InvalidProducerEpochError):
+                await p.send(topic, b"too-late")
+            with pytest.raises(TransactionAbortableError):
+                await p.commit_transaction()
+            await p.abort_transaction()
+            assert p.transaction_state is TransactionState.READY
+            async with p.transaction():
+                await p.send(topic, b"after")
+        committed = await read_records(bs, topic, 1, "read_committed")
+        assert [r.value for r in committed] == [b"after"]
+
+
+async def test_commit_timestamps_come_from_the_clock() -> None:
+    """OffsetCommit stores the clock's wall time as the commit time; the request log
+    stamps requests with it too."""
+    clock = ManualClock(start_ms=START_MS)
+    async with FakeCluster(clock=clock) as cluster:
+        topic = cluster.create_topic(_name())
+        group = _name("g")
+        cluster.advance_time(42.5)
+        request = OffsetCommitRequest(
+            group_id=group,
+            topics=[
+                OffsetCommitRequest.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        OffsetCommitRequest.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=7
+                        )
+                    ],
+                )
+            ],
+        )
+        async with _Wire(cluster) as wire:
+            response = await wire.request(request, 8)
+        assert response.topics[0].partitions[0].error_code == NONE
+        committed = cluster.state.groups.committed(group)[(topic, 0)]
+        assert committed.offset == 7 and committed.commit_time_ms == START_MS + 42_500
+        assert cluster.control.requests("OffsetCommit")[-1].at == (START_MS + 42_500) / 1000
