@@ -36,6 +36,7 @@ from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinG
 from aiostream_kafka.protocol.messages.offset_commit import OffsetCommitRequest
 from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from aiostream_kafka.protocol.records import iter_batches
+from aiostream_kafka.protocol.records.record_batch import ControlRecordType
 from aiostream_kafka.testing import FakeCluster
 from aiostream_kafka.testing.fake import ManualClock
 from aiostream_kafka.testing.fake.clock import RealClock
@@ -372,7 +373,7 @@ async def test_a_transaction_times_out_only_when_the_clock_passes_its_timeout() 
             assert txn.producer_epoch == epoch + 1
             [marker] = [b for b in log.batches if b.is_control]
             [batch] = iter_batches(marker.data)
-            assert batch.control_records()[0].type.name == "ABORT"
+            assert batch.control_records()[0].type == ControlRecordType.ABORT
             assert batch.max_timestamp == START_MS + 11_000
             with pytest.raises(InvalidProducerEpochError):
                 await p.send(topic, b"too-late")

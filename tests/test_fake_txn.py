@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import test_transactions as real
@@ -207,3 +207,102 @@ async def test_exactly_once_helper_over_the_fake() -> None:
         assert sorted(int(r.value[:-1]) for r in out) == list(range(40))  # type: ignore[index]
         committed = cluster.state.groups.committed(group)
         assert committed[(source, 0)].offset == 20 and committed[(source, 1)].offset == 20
+
+
+async def _aiokafka_read(
+    aiokafka: Any, bs: str, topic: str, partitions: int, isolation: str
+) -> list[bytes]:
+    """Values an aiokafka consumer without a group reads with ``isolation`` from the
+    partitions of ``topic``, up to the end offsets it is given (the LSO for
+    read_committed)."""
+    consumer = aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=bs, isolation_level=isolation, auto_offset_reset="earliest"
+    )
+    await consumer.start()
+    try:
+        tps = [aiokafka.TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        got: list[bytes] = []
+        async with asyncio.timeout(20):
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                batch = await consumer.getmany(timeout_ms=200)
+                got += [m.value for msgs in batch.values() for m in msgs]
+        return got
+    finally:
+        await consumer.stop()
+
+
+async def test_aiokafka_transactions_commit_abort_and_send_offsets() -> None:
+    """aiokafka's transactional producer against the fake (InitProducerId, AddPartitions-
+    ToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn in aiokafka's versions): committed
+    records are read by a read_committed consumer, aborted ones only read_uncommitted;
+    offsets sent in a committed transaction land in the group, those of an aborted one
+    do not."""
+    aiokafka = pytest.importorskip("aiokafka")
+    async with FakeCluster() as cluster:
+        topic, group = _topic(), f"g-{uuid.uuid4().hex[:6]}"
+        cluster.create_topic(topic, partitions=2)
+        bs = cluster.bootstrap_servers
+        tp0 = aiokafka.TopicPartition(topic, 0)
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-tid")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"c1", partition=0)
+                await producer.send_and_wait(topic, b"c2", partition=1)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"a1", partition=0)
+            await producer.send_offsets_to_transaction({tp0: 9}, group)
+            await producer.abort_transaction()
+            assert (topic, 0) not in cluster.state.groups.committed(group)
+            async with producer.transaction():
+                await producer.send_and_wait(topic, b"c3", partition=0)
+                await producer.send_offsets_to_transaction({tp0: 5}, group)
+            assert cluster.state.groups.committed(group)[(topic, 0)].offset == 5
+        finally:
+            await producer.stop()
+        log = cluster.state.require_partition(topic, 0).log
+        kinds = [
+            next(iter_batches(b.data)).control_records()[0].type.name
+            for b in log.batches
+            if b.is_control
+        ]
+        assert kinds == ["COMMIT", "ABORT", "COMMIT"]
+        committed = await _aiokafka_read(aiokafka, bs, topic, 2, "read_committed")
+        assert sorted(committed) == [b"c1", b"c2", b"c3"]
+        uncommitted = await _aiokafka_read(aiokafka, bs, topic, 2, "read_uncommitted")
+        assert sorted(uncommitted) == [b"a1", b"c1", b"c2", b"c3"]
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=bs, group_id=group)
+        await consumer.start()
+        try:
+            assert await consumer.committed(tp0) == 5
+        finally:
+            await consumer.stop()
+
+
+@pytest.mark.allow_asyncio_errors  # aiokafka leaves its fenced futures unretrieved
+async def test_aiokafka_a_second_transactional_producer_fences_the_first() -> None:
+    aiokafka = pytest.importorskip("aiokafka")
+    errors = pytest.importorskip("aiokafka.errors")
+    async with FakeCluster() as cluster:
+        topic = _topic()
+        cluster.create_topic(topic)
+        bs = cluster.bootstrap_servers
+        first = aiokafka.AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-fence")
+        await first.start()
+        try:
+            second = aiokafka.AIOKafkaProducer(bootstrap_servers=bs, transactional_id="aio-fence")
+            await second.start()
+            try:
+                with pytest.raises(errors.ProducerFenced):
+                    async with first.transaction():
+                        await first.send_and_wait(topic, b"zombie")
+                async with second.transaction():
+                    await second.send_and_wait(topic, b"kept")
+            finally:
+                await second.stop()
+        finally:
+            await first.stop()
+        committed = await _aiokafka_read(aiokafka, bs, topic, 1, "read_committed")
+        assert committed == [b"kept"]
