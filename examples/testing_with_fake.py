@@ -14,6 +14,7 @@ import asyncio
 
 from aiostream_kafka import (
     Consumer,
+    InvalidProducerEpochError,
     Producer,
     ProducerRecord,
     Record,
@@ -21,6 +22,7 @@ from aiostream_kafka import (
     process_exactly_once,
 )
 from aiostream_kafka.testing import FakeCluster
+from aiostream_kafka.testing.fake import ManualClock
 
 
 # -- the application under test ------------------------------------------------------------
@@ -125,9 +127,33 @@ def check_from_synchronous_code() -> None:
         cluster.stop_blocking()
 
 
+async def check_deterministic_time() -> None:
+    """A ``ManualClock``: the fake's timeouts run out when the test advances the clock."""
+    async with FakeCluster(clock=ManualClock()) as cluster:
+        cluster.create_topic("orders")
+        bs = cluster.bootstrap_servers
+        async with Producer(bs, transactional_id="slow", transaction_timeout_ms=60_000) as p:
+            p.begin_transaction()
+            await p.send("orders", b"never committed")
+            cluster.advance_time(59.9)  # the coordinator still waits
+            assert cluster.state.transactions.transactions["slow"].state == "Ongoing"
+            cluster.advance_time(0.2)  # past the timeout: aborted, the epoch bumped
+            try:
+                await p.send("orders", b"too late")
+            except InvalidProducerEpochError:
+                await p.abort_transaction()  # it cannot commit; abort it
+            else:
+                raise AssertionError("the coordinator did not abort the transaction")
+            async with p.transaction():  # the producer goes on
+                await p.send("orders", b"committed")
+        assert await read(bs, "orders", 1) == [b"committed"]
+
+
 async def main() -> None:
     await check_forwarding()
     await check_fault_injection()
+    await check_deterministic_time()
+    print("deterministic time: the transaction was aborted at 60 s of the fake's clock")
     await asyncio.to_thread(check_from_synchronous_code)
     print("start_blocking: served a client running its own event loop")
     print("all checks passed")

@@ -80,6 +80,7 @@ async def test_testing_with_fake(monkeypatch: pytest.MonkeyPatch) -> None:
     out = await run_example("testing_with_fake.py", timeout_s=120)
     assert "forwarding: 3 orders confirmed" in out
     assert "fault injection: offset 0 written after 2 refusals" in out
+    assert "deterministic time: the transaction was aborted at 60 s" in out
     assert out.rstrip().endswith("all checks passed")
 
 
@@ -296,6 +297,6 @@ def test_the_testing_page_shows_the_example_as_it_runs() -> None:
     example = (EXAMPLES / "testing_with_fake.py").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     shown = [b for b in blocks if "def check_" in b]
-    assert len(shown) == 3
+    assert len(shown) == 4
     for block in shown:
         assert textwrap.dedent(block) in example, block
