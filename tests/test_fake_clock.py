@@ -414,3 +414,25 @@ async def test_commit_timestamps_come_from_the_clock() -> None:
         committed = cluster.state.groups.committed(group)[(topic, 0)]
         assert committed.offset == 7 and committed.commit_time_ms == START_MS + 42_500
         assert cluster.control.requests("OffsetCommit")[-1].at == (START_MS + 42_500) / 1000
+
+
+def test_advance_time_from_the_test_thread_runs_timers_on_the_cluster_thread() -> None:
+    """``start_blocking()``: ``advance_time`` from the test's thread runs the due timers
+    on the cluster's own thread and returns once they ran."""
+    import threading
+
+    cluster = FakeCluster(clock=ManualClock(start_ms=START_MS))
+    cluster.start_blocking()
+    try:
+        ran_on: list[str] = []
+        cluster.call(
+            lambda: cluster.clock.call_later(
+                5, lambda: ran_on.append(threading.current_thread().name)
+            )
+        )
+        assert cluster.advance_time(4.9) == 0 and ran_on == []
+        assert cluster.advance_time(0.2) == 1
+        assert ran_on == ["fake-kafka"]
+        assert cluster.call(cluster.clock.wall_ms) == START_MS + 5_100
+    finally:
+        cluster.stop_blocking()
