@@ -41,6 +41,11 @@ log = logging.getLogger(__name__)
 
 # Whether this module runs compiled (mypyc: see aiostream_kafka._native).
 COMPILED: Final[bool] = not __file__.endswith(".py")
+#: ``asyncio.Future`` (C's, where asyncio has it) and two of its methods as plain
+#: functions: :meth:`ProducerBatch.complete` calls them per record.
+_FUTURE_TYPE: Final[type] = asyncio.Future
+_future_done: Final[Callable[[Any], bool]] = asyncio.Future.done
+_future_set_result: Final[Callable[[Any, Any], None]] = asyncio.Future.set_result
 
 __all__ = ["Accumulator", "ProducerBatch", "record_size_upper_bound"]
 
@@ -391,10 +396,17 @@ class ProducerBatch:
             offset = base_offset
             if COMPILED:
                 # Unwatched skipped by its type: a compare, where done() is a method call
-                # (interpreted, type() would cost as much as the call, so not there)
+                # (interpreted, type() would cost as much as the call, so not there); an
+                # asyncio future's methods called through its type, not looked up on it
                 unwatched = Unwatched
+                future_type = _FUTURE_TYPE
+                done = _future_done
+                set_result = _future_set_result
                 for future, ts in zip(futures, timestamps, strict=True):
-                    if type(future) is not unwatched and not future.done():
+                    if type(future) is future_type:
+                        if not done(future):
+                            set_result(future, new(meta, (topic, partition, offset, ts)))
+                    elif type(future) is not unwatched and not future.done():
                         future.set_result(new(meta, (topic, partition, offset, ts)))
                     offset += 1
             else:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from aiostream_kafka.producer.accumulator import PLAIN_OVERHEAD, Accumulator, ProducerBatch
@@ -113,8 +113,9 @@ class Appender:
 
     ``sticky`` and ``held`` are the producer's own dicts (the keyless records' batch per
     topic, the records held for their topic's metadata), shared; ``open`` and ``fast``
-    mirror the producer's flags of the same meaning; ``slow_nowait`` is the producer's
-    ``enqueue_nowait`` path for what this one does not take.
+    mirror the producer's flags of the same meaning; ``slow_nowait`` and ``slow_enqueue``
+    are the producer's ``enqueue_nowait`` and ``enqueue`` paths for what this one does not
+    take.
     """
 
     def __init__(
@@ -127,6 +128,7 @@ class Appender:
         batch_size: int,
         loop: asyncio.AbstractEventLoop,
         slow_nowait: Callable[..., None],
+        slow_enqueue: Callable[..., Awaitable[asyncio.Future[Any]]],
     ) -> None:
         self.accumulator = accumulator
         self.cluster = cluster
@@ -138,6 +140,7 @@ class Appender:
         self.max_size = batch_size - HEADER_SIZE - PLAIN_OVERHEAD - 1
         self.loop = loop
         self.slow_nowait = slow_nowait
+        self.slow_enqueue = slow_enqueue
         self.clock = StampClock(loop)
         self.routes: dict[str, _Route] = {}
         self.snapshot: object = None
@@ -169,6 +172,23 @@ class Appender:
                 if self._keyed(topic, key, partition, value, outcome, True):
                     return
         self.slow_nowait(topic, value, key, headers, partition, on_delivery)
+
+    async def enqueue(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Any = None,
+        partition: Any = None,
+        timestamp_ms: Any = None,
+    ) -> asyncio.Future[Any]:
+        """``Producer.enqueue`` (the producer's attribute when compiled): a compiled
+        coroutine, so a record this path takes costs no interpreted frame; the others go to
+        the producer's own path. Returns and raises what ``Producer.enqueue`` does."""
+        future = self.enqueue_now(topic, value, key, headers, partition, timestamp_ms)
+        if future is not None:
+            return future
+        return await self.slow_enqueue(topic, value, key, headers, partition, timestamp_ms)
 
     def enqueue_now(
         self, topic: str, value: Any, key: Any, headers: Any, partition: Any, timestamp_ms: Any

@@ -217,6 +217,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 self.config.batch_size,
                 loop,
                 Producer.enqueue_nowait.__get__(self),
+                self._enqueue_slow,
             )
             self._appender.fast = self._fast
             if type(self).enqueue_nowait is Producer.enqueue_nowait:  # not overridden
@@ -224,6 +225,9 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                 # what it does not take); an instance attribute shadows the class's
                 # method for this producer only, as the OpenTelemetry hooks do.
                 self.enqueue_nowait = self._appender.enqueue_nowait  # type: ignore[method-assign]
+            if type(self).enqueue is Producer.enqueue:
+                # Likewise a compiled coroutine: no interpreted frame per record.
+                self.enqueue = self._appender.enqueue  # type: ignore[method-assign]
         self._sender.on_topics_expired = self._forget_topics
         self._sender.on_crash = self._sender_failed
         self._scope.spawn(
@@ -595,6 +599,19 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
                     future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
                     batch.futures.append(future)
                     return future
+        return await self._enqueue_slow(topic, value, key, headers, partition, timestamp_ms)
+
+    async def _enqueue_slow(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """:meth:`enqueue` for every record its fast path (or the compiled
+        :meth:`~aiostream_kafka.producer.append.Appender.enqueue`) does not take."""
         acc = self._accumulator
         if self._state != "running" or acc is None:
             raise self._not_running()
@@ -609,7 +626,7 @@ class Producer(BatchCalls, TransactionCalls, ProducerConstructor):
         if key is None and partition is None:
             batch = self._sticky.get(topic)
             if batch is not None and not batch.closed and batch.has_room_for(None, value, headers):
-                future = _Future(loop=acc.loop)
+                future: asyncio.Future[RecordMetadata] = _Future(loop=acc.loop)
                 batch.append(None, value, headers, timestamp_ms, future)
                 return future
         meta = self._cluster.snapshot.topics.get(topic)
