@@ -2,7 +2,7 @@
 broker``), file by file, with ``AIOSTREAM_KAFKA_BROKER=fake`` and a per-file timeout;
 prints a Markdown table of pass/fail/skip counts per file.
 
-Usage: ``python tools/fake_fidelity.py [--timeout 300] [--out table.md] [files...]``
+Usage: ``python tools/fake_fidelity.py [--timeout 300] [--out table.md] [--real] [files...]``
 (default: every tests/test_*.py and tests/*/test_*.py that requests a broker, Spark's
 aside: those start a JVM of their own). Tests marked ``real_broker`` are skipped by the
 conftest in this run, and a test forcing a JVM source fails rather than starting one.
@@ -37,12 +37,18 @@ def broker_files() -> list[Path]:
     return out
 
 
-def run(path: Path, timeout: float) -> tuple[dict[str, int], float, str]:
-    """``(counts, seconds, note)`` of one file's broker tests against the fake."""
-    env = {**os.environ, "AIOSTREAM_KAFKA_BROKER": "fake", "AIOSTREAM_KAFKA_PURE": "1"}
+def run(path: Path, timeout: float, real: bool = False) -> tuple[dict[str, int], float, str]:
+    """``(counts, seconds, note)`` of one file's broker tests against the fake (``real``:
+    the same tests, those marked ``real_broker`` left out, against the JVM broker the
+    fixtures start: the tier-runtime comparison)."""
+    env = {**os.environ, "AIOSTREAM_KAFKA_PURE": "1"}
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+    env.pop("AIOSTREAM_KAFKA_BROKER", None)
+    marks = "broker and not real_broker" if real else "broker"
+    if not real:
+        env["AIOSTREAM_KAFKA_BROKER"] = "fake"
     started = time.monotonic()
-    cmd = [sys.executable, "-m", "pytest", "-q", "-m", "broker", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-m", marks, "-p", "no:cacheprovider",
            "--no-header", "-rN", str(path.relative_to(ROOT))]  # fmt: skip
     try:
         done = subprocess.run(
@@ -61,6 +67,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="run the same tests (real_broker ones left out) against the JVM broker instead",
+    )
     parser.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args()
     files = [p.resolve() for p in args.files] or broker_files()
@@ -69,8 +80,10 @@ def main() -> int:
         "|---|---:|---:|---:|---:|---:|",
     ]
     totals = dict.fromkeys(("passed", "failed", "errors", "skipped"), 0)
+    total_seconds = 0.0
     for path in files:
-        counts, seconds, note = run(path, args.timeout)
+        counts, seconds, note = run(path, args.timeout, args.real)
+        total_seconds += seconds
         for key in totals:
             totals[key] += counts.get(key, 0)
         name = str(path.relative_to(ROOT))
@@ -79,7 +92,7 @@ def main() -> int:
         lines.append(f"| `{name}` | {cells} | {seconds:.0f} |" + (f" {note}" if note else ""))
         print(lines[-1], flush=True)
     cells = " | ".join(str(totals[k]) for k in ("passed", "failed", "errors", "skipped"))
-    lines.append(f"| **total** | {cells} | |")
+    lines.append(f"| **total** | {cells} | {total_seconds:.0f} |")
     table = "\n".join(lines) + "\n"
     if args.out:
         args.out.write_text(table)
