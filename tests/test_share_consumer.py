@@ -22,7 +22,7 @@ from aiostream_kafka.admin import Admin
 from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
 from aiostream_kafka.testing import KafkaCluster
 
-pytestmark = pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
+pytestmark: list[pytest.MarkDecorator] = []
 
 NewTopic = Callable[..., Awaitable[str]]
 

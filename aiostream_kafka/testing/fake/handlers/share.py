@@ -434,7 +434,7 @@ def _fetch_response(
                 current_leader=ShareFetchResponse.LeaderIdAndEpoch(
                     leader_id=leader_id, leader_epoch=leader_epoch
                 ),
-                records=b"".join(out.batches[b].data for b in sorted(out.batches)) or None,
+                records=b"".join(out.batches[b].data for b in sorted(out.batches)),
                 acquired_records=[
                     ShareFetchResponse.AcquiredRecords(
                         first_offset=first, last_offset=last, delivery_count=count
