@@ -210,6 +210,11 @@ class SharePartition:
     #: The first offset never delivered (everything from here on is AVAILABLE, count 0).
     next_offset: int
     inflight: dict[int, InFlight] = field(default_factory=dict)
+    #: The start offset DescribeShareGroupOffsets answers: where the state began (its
+    #: initialisation or AlterShareGroupOffsets). Measured on Kafka 4.3.1 (the project's
+    #: tests/test_admin_share_groups.py): it stays there while the records after it are
+    #: accepted; the lag tells the progress.
+    reported_start: int = -1
     listeners: list[Callable[[], None]] = field(default_factory=list)
 
     def advance(self) -> None:
@@ -229,7 +234,7 @@ class SharePartition:
     def lag(self, high_watermark: int) -> int:
         """Records below ``high_watermark`` that are not done (-1: the start offset is
         past it, as Kafka gives no lag there)."""
-        if self.start_offset > high_watermark:
+        if max(self.start_offset, self.reported_start) > high_watermark:
             return -1
         pending = sum(1 for o in self.inflight if o < high_watermark)
         return pending + max(0, high_watermark - self.next_offset)
@@ -441,7 +446,9 @@ class ShareCoordinator:
         sp = by_key.get((topic_id, index))
         if sp is None:
             start = self._initial_offset(group_id, log_)
-            sp = by_key[(topic_id, index)] = SharePartition(group_id, topic_id, index, start, start)
+            sp = by_key[(topic_id, index)] = SharePartition(
+                group_id, topic_id, index, start, start, reported_start=start
+            )
         return sp
 
     def _initial_offset(self, group_id: str, log_: PartitionLog) -> int:
@@ -460,7 +467,9 @@ class ShareCoordinator:
         old = by_key.get((topic_id, index))
         if old is not None:
             self._drop(old)
-        by_key[(topic_id, index)] = SharePartition(group_id, topic_id, index, offset, offset)
+        by_key[(topic_id, index)] = SharePartition(
+            group_id, topic_id, index, offset, offset, reported_start=offset
+        )
 
     def delete_state(self, group_id: str, topic_id: UUID) -> None:
         """DeleteShareGroupOffsets: forget the group's state of a topic's partitions."""

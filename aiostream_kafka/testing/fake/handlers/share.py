@@ -70,7 +70,10 @@ def _group_type_error(ctx: RequestContext, group_id: str) -> tuple[int, str | No
     if ctx.state.coordinator_for(group_id) != ctx.node_id:
         return errors.NOT_COORDINATOR, None
     classic = ctx.state.groups.groups.get(group_id)
-    if group_id in ctx.state.consumer_groups.groups or (classic is not None and classic.members):
+    # A classic group (even empty, with only its offsets) or a consumer group owns the id.
+    if group_id in ctx.state.consumer_groups.groups or (
+        classic is not None and (classic.members or classic.offsets or classic.state != "Dead")
+    ):
         return errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
     return errors.NONE, None
 
@@ -563,7 +566,7 @@ async def describe_share_group_offsets(
                     sp = held.get((topic.topic_id, index))
                     if sp is not None:
                         partition = topic.partitions[index]
-                        part.start_offset = sp.start_offset
+                        part.start_offset = sp.reported_start
                         part.leader_epoch = partition.leader_epoch
                         part.lag = sp.lag(partition.log.high_watermark)
                 parts.append(part)
