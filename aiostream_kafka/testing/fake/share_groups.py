@@ -211,9 +211,11 @@ class SharePartition:
     next_offset: int
     inflight: dict[int, InFlight] = field(default_factory=dict)
     #: The start offset DescribeShareGroupOffsets answers: where the state began (its
-    #: initialisation or AlterShareGroupOffsets). Measured on Kafka 4.3.1 (the project's
-    #: tests/test_admin_share_groups.py): it stays there while the records after it are
-    #: accepted; the lag tells the progress.
+    #: initialisation or AlterShareGroupOffsets), caught up with the real one when a
+    #: share session of the group ends. As Kafka 4.3.1 is seen to answer (the project's
+    #: tests/test_admin_share_groups.py and test_share_faults.py): it stays put while a
+    #: member accepts records, and has moved once the member closed; the lag tells the
+    #: progress meanwhile.
     reported_start: int = -1
     listeners: list[Callable[[], None]] = field(default_factory=list)
 
@@ -712,6 +714,7 @@ class ShareCoordinator:
             for acquisition in holders:
                 if acquisition.session == key:
                     self._release_acquisition(sp, acquisition)
+            sp.reported_start = max(sp.reported_start, sp.start_offset)
 
     def close(self) -> None:
         """Cancel every timer (the cluster stops)."""
