@@ -106,7 +106,6 @@ async def _described(admin: Admin, group: str) -> ShareGroupDescription | None:
         return None
 
 
-@pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 async def test_share_group_configs_described_offsets_lag_alter_and_delete(
     admin: Admin, kafka_cluster: KafkaCluster, new_topic: NewTopicFactory
 ) -> None:

@@ -26,8 +26,6 @@ from aiostream_kafka import Consumer, ShareConsumer, ShareRecord
 from aiostream_kafka.fastapi import KafkaIntegration
 from aiostream_kafka.testing import KafkaCluster
 
-pytestmark = pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
-
 
 def _app(kafka: KafkaIntegration) -> FastAPI:
     app = FastAPI(lifespan=kafka.lifespan)

@@ -28,7 +28,6 @@ from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigRes
 from aiostream_kafka.testing import KafkaCluster
 
 pytestmark = [
-    pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake"),
     pytest.mark.slow,
     pytest.mark.skipif(
         bool(os.environ.get("KAFKA_BOOTSTRAP_SERVERS")) and not os.environ.get("CI"),

@@ -22,8 +22,6 @@ from aiostream_kafka.admin import Admin
 from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
 from aiostream_kafka.testing import KafkaCluster
 
-pytestmark = pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
-
 NewTopic = Callable[..., Awaitable[str]]
 
 HEARTBEAT_MS = 200

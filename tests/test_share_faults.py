@@ -43,8 +43,6 @@ from aiostream_kafka.admin import Admin
 from aiostream_kafka.structs import TopicPartition
 from aiostream_kafka.testing import KafkaCluster
 
-pytestmark = pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
-
 NewTopic = Callable[..., Awaitable[str]]
 
 log = logging.getLogger(__name__)

@@ -13,13 +13,10 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable
 
-import pytest
 from test_share_consumer import NewTopic, _group, _produce
 
 from aiostream_kafka import AcknowledgeType, ShareConsumer, ShareRecord
 from aiostream_kafka.testing import KafkaCluster
-
-pytestmark = pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 
 LOCK_MS = 2000
 

@@ -146,6 +146,19 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
         None, INT, None, "group.consumer.heartbeat.interval.ms"
     ),
     "consumer.session.timeout.ms": ConfigDef(None, INT, None, "group.consumer.session.timeout.ms"),
+    # Share groups (KIP-932; defaults and bounds in ``share_groups.py``).
+    "share.session.timeout.ms": ConfigDef(None, INT, None, "group.share.session.timeout.ms"),
+    "share.heartbeat.interval.ms": ConfigDef(None, INT, None, "group.share.heartbeat.interval.ms"),
+    "share.record.lock.duration.ms": ConfigDef(
+        None, INT, None, "group.share.record.lock.duration.ms"
+    ),
+    "share.delivery.count.limit": ConfigDef(None, INT, None, "group.share.delivery.count.limit"),
+    "share.partition.max.record.locks": ConfigDef(
+        None, INT, None, "group.share.partition.max.record.locks"
+    ),
+    "share.auto.offset.reset": ConfigDef(None, STRING),
+    "share.isolation.level": ConfigDef(None, STRING),
+    "share.renew.acknowledge.enable": ConfigDef(None, BOOLEAN),
 }
 
 

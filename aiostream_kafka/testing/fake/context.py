@@ -3,6 +3,7 @@ that received it, the request header and version, and the client's address."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiostream_kafka.protocol.messages.request_header import RequestHeader
@@ -24,6 +25,8 @@ class Connection:
     sasl: SaslServer | None = None
     #: Set by a handler: close the connection once its response is written.
     close_after_response: bool = False
+    #: Called once the connection is closed (a share session ends with it).
+    on_close: list[Callable[[], None]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

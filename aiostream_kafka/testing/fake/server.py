@@ -182,6 +182,8 @@ class BrokerServer:
             log.debug("fake broker %d: connection %s ended: %r", self.broker.node_id, peer, exc)
         finally:
             self._writers.discard(writer)
+            for hook in list(conn.on_close):
+                hook()
             if not writer.transport.is_closing():
                 writer.transport.abort()
 

@@ -23,6 +23,7 @@ from aiostream_kafka.testing.fake.fetch_sessions import FetchSessionCache
 from aiostream_kafka.testing.fake.groups import GroupCoordinator
 from aiostream_kafka.testing.fake.log import PartitionLog
 from aiostream_kafka.testing.fake.sasl import SaslUsers
+from aiostream_kafka.testing.fake.share_groups import ShareCoordinator
 from aiostream_kafka.testing.fake.transactions import TransactionCoordinator
 
 __all__ = [
@@ -239,6 +240,8 @@ class ClusterState:
             clock=self.clock,
         )
         self.transactions = TransactionCoordinator(self)
+        #: Share groups (KIP-932): their coordinator, share partitions and sessions.
+        self.share_groups = ShareCoordinator(self)
         #: Who may authenticate on the SASL listeners (None: there are none).
         self.sasl_users = sasl_users
         #: The broker settings the fake was started with (DescribeConfigs answers them as
@@ -303,6 +306,7 @@ class ClusterState:
         self.groups.close()
         self.consumer_groups.close()
         self.transactions.close()
+        self.share_groups.close()
 
     # -- brokers -----------------------------------------------------------------------
 

@@ -9,6 +9,8 @@
 * :mod:`.fetch` -- Fetch, ListOffsets, OffsetForLeaderEpoch
 * :mod:`.groups` -- the classic group protocol, offsets, ListGroups/DescribeGroups/DeleteGroups
 * :mod:`.sasl` -- SaslHandshake, SaslAuthenticate (SASL_PLAINTEXT listeners)
+* :mod:`.share` -- share groups (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe,
+  ShareFetch, ShareAcknowledge, Describe/Alter/DeleteShareGroupOffsets
 * :mod:`.transactions` -- InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
   TxnOffsetCommit, EndTxn
 """
@@ -24,6 +26,7 @@ from aiostream_kafka.testing.fake.handlers import (
     metadata,
     produce,
     sasl,
+    share,
     transactions,
 )
 from aiostream_kafka.testing.fake.handlers.metadata import api_versions_response
@@ -42,5 +45,6 @@ __all__ = [
     "metadata",
     "produce",
     "sasl",
+    "share",
     "transactions",
 ]

@@ -32,6 +32,7 @@ from aiostream_kafka.testing.fake.configs import (
 )
 from aiostream_kafka.testing.fake.context import RequestContext
 from aiostream_kafka.testing.fake.handlers.registry import serve
+from aiostream_kafka.testing.fake.share_groups import SHARE_GROUP_DEFAULTS, check_share_config
 from aiostream_kafka.testing.fake.state import ClusterState
 
 TOPIC = 2
@@ -107,6 +108,7 @@ def _group_entries(state: ClusterState, group_id: str, keys: list[str] | None) -
     defaults = {
         "consumer.heartbeat.interval.ms": str(state.consumer_groups.heartbeat_interval_ms),
         "consumer.session.timeout.ms": str(state.consumer_groups.session_timeout_ms),
+        **SHARE_GROUP_DEFAULTS,
     }
     return [
         _Entry(
@@ -139,8 +141,11 @@ def _apply_group(
                 errors.INVALID_CONFIG,
                 f"Config value append is not allowed for config key: {config}",
             )
-        problem = check_value(config, value, definition)
-        if problem is None and value is not None and int(value) <= 0:
+        if config.startswith("share."):
+            problem = check_share_config(config, value or "")
+        else:
+            problem = check_value(config, value, definition)
+        if problem is None and not config.startswith("share.") and int(value or 0) <= 0:
             problem = f"Invalid value {value} for configuration {config}: Value must be at least 1"
         if problem is not None:
             return errors.INVALID_CONFIG, problem

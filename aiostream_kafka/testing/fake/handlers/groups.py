@@ -338,6 +338,17 @@ async def list_groups(ctx: RequestContext, request: ListGroupsRequest) -> ListGr
                 group_type="consumer",
             )
         )
+    for sgroup in ctx.state.share_groups.groups.values():
+        if (states and sgroup.state.lower() not in states) or (types and "share" not in types):
+            continue
+        listed.append(
+            ListGroupsResponse.ListedGroup(
+                group_id=sgroup.group_id,
+                protocol_type="share",
+                group_state=sgroup.state,
+                group_type="share",
+            )
+        )
     for group in ctx.state.groups.groups.values():
         if group.state == DEAD or group.group_id in consumer_groups:
             continue
@@ -406,7 +417,13 @@ async def delete_groups(ctx: RequestContext, request: DeleteGroupsRequest) -> De
     for group_id in request.groups_names:
         code = _coordinator_error(ctx, group_id)
         cgroup = ctx.state.consumer_groups.groups.get(group_id)
-        if not code and cgroup is not None:
+        sgroup = ctx.state.share_groups.groups.get(group_id)
+        if not code and sgroup is not None:
+            if sgroup.members:
+                code = errors.NON_EMPTY_GROUP
+            else:
+                ctx.state.share_groups.delete_group(group_id)
+        elif not code and cgroup is not None:
             if cgroup.members:
                 code = errors.NON_EMPTY_GROUP
             else:
