@@ -4,9 +4,11 @@ Starts a local broker (or uses ``--bootstrap-servers`` / ``KAFKA_BOOTSTRAP_SERVE
 creates fresh topics, runs each scenario for aiostream_kafka, aiokafka, confluent-kafka and
 the Java client's perf tools -- each run in its own subprocess, the clients alternating,
 several rounds -- and writes ``benchmarks/results/`` (``results.json``, ``results.md``,
-PNG plots). ``--publish`` copies the Markdown and plots to ``docs/benchmarks.md`` and
-``docs/img/bench/`` (with ``results.json``); ``--republish`` writes the page again from that
-JSON without running anything.
+PNG plots). ``--publish`` puts the run's scenarios into ``docs/img/bench/results.json``
+(replacing those scenarios' figures, keeping the others' with the run they came from), draws
+their plots into ``docs/img/bench/`` and writes ``docs/benchmarks.md``; ``--publish-from``
+does the same with a run's saved ``results.json``, and ``--republish`` writes the page again
+from the published JSON, both without running anything.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -52,7 +55,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--output", type=Path, default=ROOT / "benchmarks" / "results", help="results folder"
     )
     parser.add_argument(
-        "--publish", action="store_true", help="copy the Markdown and plots into docs/"
+        "--publish",
+        action="store_true",
+        help="put this run's scenarios into docs/ (the page's other scenarios are kept)",
+    )
+    parser.add_argument(
+        "--publish-from",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="run nothing: publish this saved run (a results.json) as --publish would",
     )
     parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     parser.add_argument(
@@ -80,10 +91,24 @@ async def broker(bootstrap: str | None) -> AsyncIterator[tuple[str, str]]:
         )
 
 
+def publish(data: dict[str, Any], plots: bool) -> list[Path]:
+    """``--publish`` of a run's document: opt-in families alone each to a JSON of their own
+    (their hand-written sections show them); otherwise merged into the published results,
+    the run's families replacing theirs (``report.publish``). Returns the paths written."""
+    if all(f in OPT_IN for f in data["families"]):
+        return report.publish_opt_in(data, ROOT / "docs")
+    return report.publish(data, ROOT / "docs", plots=plots)
+
+
 async def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.republish:
         log(f"wrote {report.republish(ROOT / 'docs')}")
+        return 0
+    if args.publish_from is not None:
+        data = json.loads(args.publish_from.read_text())
+        for path in publish(data, plots=not args.no_plots):
+            log(f"published {path}")
         return 0
     profile_name = args.profile or ("quick" if args.quick else "full")
     profile = dataclasses.replace(settings.PROFILES[profile_name])
@@ -148,14 +173,7 @@ async def main(argv: list[str] | None = None) -> int:
     paths = report.write(data, args.output, plots=not args.no_plots)
     log(f"wrote {', '.join(str(p) for p in paths)} (wall time {wall:.0f}s)")
     if args.publish:
-        # Opt-in families alone: kept beside the main run (their sections show them), which
-        # a whole page from this run would drop.
-        paths = (
-            report.publish_opt_in(data, ROOT / "docs")
-            if all(f in OPT_IN for f in families)
-            else report.publish(data, args.output, ROOT / "docs")
-        )
-        for path in paths:
+        for path in publish(data, plots=not args.no_plots):
             log(f"published {path}")
     sys.stdout.write(report.summary_table(data) + "\n")
     return 1 if any(c.errors for c in ctx.cases) else 0

@@ -1,5 +1,7 @@
 """Results: the JSON document, the Markdown report (ratios ours / each peer) and the PNG
-plots; ``publish`` copies the Markdown and plots into the docs."""
+plots; ``publish`` merges a run into the published document (``merge``: the run's scenario
+families replace theirs, the others stay with the run they came from), draws its plots and
+writes the docs page from it."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import time
@@ -17,7 +18,7 @@ from typing import Any
 from benchmarks import settings
 from benchmarks.clients import VARIANTS
 from benchmarks.runner import ROOT, Context
-from benchmarks.scenarios import family
+from benchmarks.scenarios import FAMILIES, family
 
 CLIENT_LABELS = {
     "ours": "aiostream_kafka",
@@ -187,6 +188,117 @@ def variant_rows(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# -- runs: a published document may hold the families of several runs ----------------------
+
+#: What describes a run beside its cases: a merged document keeps them per run (``runs``).
+RUN_KEYS = ("machine", "profile", "clients", "settings", "wall_seconds")
+
+
+def runs(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs whose figures ``data`` holds, each ``{"families": [...], **RUN_KEYS}``: the
+    ``runs`` of a merged document (``merge``), or the one run of a run's own document."""
+    if "runs" in data:
+        found: list[dict[str, Any]] = data["runs"]
+        return found
+    return [{"families": list(data["families"]), **{k: data[k] for k in RUN_KEYS}}]
+
+
+def run_of(data: dict[str, Any], fam: str) -> dict[str, Any]:
+    """The run ``fam``'s figures come from (``KeyError`` when no run of ``data`` has it)."""
+    for run in runs(data):
+        if fam in run["families"]:
+            return run
+    raise KeyError(fam)
+
+
+def family_view(data: dict[str, Any], fam: str) -> dict[str, Any]:
+    """``data`` as the run of ``fam`` saw it: that run's machine, profile, clients (so the
+    family's tables have its run's columns and ratios) and settings; for a run's own
+    document, ``data`` itself."""
+    if "runs" not in data:
+        return data
+    run = run_of(data, fam)
+    return {**data, **{k: run[k] for k in RUN_KEYS}}
+
+
+def _client_order(names: set[str]) -> list[str]:
+    known = [*settings.CLIENTS, *settings.OPT_IN_CLIENTS]
+    return [c for c in known if c in names] + sorted(names - set(known))
+
+
+def merge(published: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """The published document (``docs/img/bench/results.json``) with the families of the
+    ``fresh`` run's document replaced by the fresh run's (cases, samples, medians, peak RSS,
+    stand-alone output, about text, and the run's machine, profile, clients and settings
+    under ``runs``); every other family is kept as it was, with the run it came from. The
+    families follow ``scenarios.FAMILIES``' order; the top-level run keys are the fresh
+    run's and ``clients`` is every run's clients. Returns ``fresh`` itself when it has every
+    published family (the page is then that one run). Plots: each family keeps its own
+    (the fresh families' from ``fresh``); ``rss`` only if ``fresh`` drew one, since the
+    merged medians need it drawn again (``publish`` does)."""
+    fresh_fams = list(fresh["families"])
+    kept = [f for f in published["families"] if f not in fresh_fams]
+    if not kept:
+        return fresh
+    order = {f: i for i, f in enumerate(FAMILIES)}
+    families = sorted([*kept, *fresh_fams], key=lambda f: order.get(f, len(order)))
+    source = {f: (published if f in kept else fresh) for f in families}
+    merged_runs = []
+    for run, keep in [(r, fresh_fams) for r in runs(fresh)] + [(r, kept) for r in runs(published)]:
+        fams = [f for f in run["families"] if f in keep]
+        if fams:
+            merged_runs.append({**run, "families": fams})
+
+    def per_family(doc: dict[str, Any], key: str, fam: str) -> dict[str, Any]:
+        return {fam: doc[key][fam]} if fam in doc.get(key, {}) else {}
+
+    rss: dict[str, dict[str, Any]] = {"median": {}, "samples": {}}
+    about: dict[str, Any] = {}
+    titles: dict[str, Any] = {}
+    standalone: dict[str, Any] = {}
+    plots: dict[str, Any] = {}
+    for fam in families:
+        doc = source[fam]
+        about.update(per_family(doc, "about", fam))
+        titles.update(per_family(doc, "titles", fam))
+        standalone.update(per_family(doc, "standalone", fam))
+        plots.update(per_family(doc, "plots", fam))
+        for part in ("median", "samples"):
+            rss[part].update(per_family(doc["peak_rss_mb"], part, fam))
+    if "rss" in fresh.get("plots", {}):
+        plots["rss"] = fresh["plots"]["rss"]
+    return {
+        **fresh,
+        "clients": _client_order({c for run in merged_runs for c in run["clients"]}),
+        "families": families,
+        "about": about,
+        "titles": titles,
+        "cases": [c for f in families for c in source[f]["cases"] if c["family"] == f],
+        "peak_rss_mb": rss,
+        "standalone": standalone,
+        "plots": plots,
+        "runs": merged_runs,
+    }
+
+
+def _short_title(data: dict[str, Any], fam: str) -> str:
+    title: str = data["titles"][fam].split(":")[0].split(" (")[0]
+    return title
+
+
+def _run_label(run: dict[str, Any]) -> str:
+    m, prof = run["machine"], run["profile"]
+    return (
+        f"run of {m.get('date')} at commit `{m.get('git_commit')}`, profile "
+        f"**{prof['name']}**, {prof['rounds']} measured round(s) after "
+        f"{prof['warmup_rounds']} warm-up"
+    )
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 # -- numbers --------------------------------------------------------------------------------
 
 
@@ -317,14 +429,20 @@ def _span(found: list[tuple[float, str, str]]) -> str:
     return f"{ratio_cell((lo, ''))[:-1]}-{ratio_cell((hi, ''))}"
 
 
+def _noise(rounds: list[int]) -> str:
+    """What a ratio whose spreads overlap is called: one round has no spread, so nothing is
+    told apart from noise (``ratio()`` notes "1 round")."""
+    if all(n >= 2 for n in rounds):
+        return "within noise"
+    return "unresolved" if all(n < 2 for n in rounds) else "within noise or unresolved"
+
+
 def takeaways(data: dict[str, Any]) -> list[str]:
     """One line per scenario family and headline metric: for each peer, the range of the
     ratios ours / peer over the family's cases, and in how many cases ours is better or
     worse beyond the spread of the rounds; then the count of those per peer."""
     lines = []
     totals: dict[str, list[int]] = {}
-    # One round has no spread: nothing is told apart from noise (ratio() notes "1 round").
-    noise = "within noise" if data["profile"]["rounds"] >= 2 else "unresolved"
     groups: list[tuple[str, str, list[dict[str, Any]]]] = []  # family, variant, cases
     for fam in data["families"]:
         by_variant: dict[str, list[dict[str, Any]]] = {}
@@ -336,6 +454,8 @@ def takeaways(data: dict[str, Any]) -> list[str]:
                 by_variant.setdefault(variant, []).append(case)
         groups += [(fam, variant, cases) for variant, cases in by_variant.items()]
     for fam, variant, cases in groups:
+        view = family_view(data, fam)  # its run's peers and rounds
+        noise = _noise([view["profile"]["rounds"]])
         metrics = {m["key"]: m for case in cases for m in case["metrics"]}
         keys = HEADLINE_METRICS.get(fam) or [cases[0]["metrics"][0]["key"]]
         for key in keys:
@@ -344,7 +464,7 @@ def takeaways(data: dict[str, Any]) -> list[str]:
                 continue
             hib = metric["higher_is_better"]
             parts = []
-            for peer in _peers(data):
+            for peer in _peers(view):
                 found = []
                 for case in cases:
                     ours = case["summary"].get("ours", {}).get(key)
@@ -366,8 +486,10 @@ def takeaways(data: dict[str, Any]) -> list[str]:
                     f"* **{title}**, {_metric_label(metric)}{count}: " + "; ".join(parts) + "."
                 )
     if totals:
+        noise = _noise([run["profile"]["rounds"] for run in runs(data)])
         per_peer = [
-            f"{CLIENT_LABELS[p]}: {_verdict((t[0], t[1], t[2]), noise)}" for p, t in totals.items()
+            f"{CLIENT_LABELS[p]}: {_verdict((t[0], t[1], t[2]), noise)}"
+            for p, t in sorted(totals.items(), key=lambda item: _peers(data).index(item[0]))
         ]
         lines += ["", "All these figures together, ours against " + "; ".join(per_peer) + "."]
     return lines
@@ -379,7 +501,8 @@ def summary_table(data: dict[str, Any]) -> str:
         cases = [c for c in data["cases"] if c["family"] == fam]
         if not cases:
             continue
-        lines += [f"{data['titles'][fam]}:", *_case_rows(data, cases, True), ""]
+        view = family_view(data, fam)
+        lines += [f"{data['titles'][fam]}:", *_case_rows(view, cases, True), ""]
         extra = _extra_table(fam, cases)
         if extra:
             lines += [*extra, ""]
@@ -413,14 +536,59 @@ def _rss_rows(data: dict[str, Any], values: bool = True, ratios: bool = True) ->
     ]
 
 
+def _run_lines(run: dict[str, Any]) -> list[str]:
+    """The bullet list of one run: profile, machine, broker, versions, date."""
+    m, prof = run["machine"], run["profile"]
+    return [
+        f"* profile **{prof['name']}**: {prof['rounds']} measured round(s) after "
+        f"{prof['warmup_rounds']} warm-up round(s); wall time {run['wall_seconds']:.0f} s",
+        f"* machine: {m.get('cores')} cores ({m.get('cpu')}), {m.get('memory_gb')} GB, "
+        f"{m.get('platform')}; load average {m.get('load_average_start')} at the start, "
+        f"{m.get('load_average_end')} at the end",
+        f"* broker: {m.get('broker')}, on the same machine",
+        f"* Python {m.get('python')}; {m.get('java')}",
+        f"* aiostream_kafka {m.get('aiostream_kafka')} ({m.get('git_commit')}), aiokafka "
+        f"{m.get('aiokafka')}, confluent-kafka {m.get('confluent_kafka')} (librdkafka "
+        f"{m.get('librdkafka')}), Java kafka-clients {m.get('kafka_tools', '?')}",
+        f"* date: {m.get('date')}",
+    ]
+
+
+def _measured_at(data: dict[str, Any]) -> str:
+    """The page's "Measured at" sentence: the one run, or (a merged document) which
+    scenarios each run measured."""
+    all_runs = runs(data)
+    if len(all_runs) == 1:
+        m, prof = data["machine"], data["profile"]
+        return (
+            f"Measured at commit `{m.get('git_commit')}` on {m.get('date')}, profile "
+            f"**{prof['name']}** ({prof['rounds']} round(s)), on a {m.get('cores')}-core "
+            "machine shared by the broker and the clients: see [This run](#this-run)."
+        )
+    cores = {run["machine"].get("cores") for run in all_runs}
+    where = (
+        f"on a {cores.pop()}-core machine" if len(cores) == 1 else "on the machines listed below"
+    )
+    parts = [
+        f"{_and([_short_title(data, f) for f in run['families']])}: {_run_label(run)}"
+        for run in all_runs
+    ]
+    return (
+        f"Measured in {len(all_runs)} runs, each scenario's figures from one of them (so "
+        "every ratio is between clients that ran side by side, in the same rounds), "
+        f"{where} shared by the broker and the clients: " + "; ".join(parts) + ". "
+        "See [The runs](#the-runs)."
+    )
+
+
 def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str:
     """The report: what the figures mean first, then each scenario (its plot, its
-    figures, its ratios), memory, every ratio in one table, the run and the settings.
-    ``html``: for the docs site (spreads on a line of their own)."""
-    m = data["machine"]
-    prof = data["profile"]
-    peers = _peers(data)
-    rounds = prof["rounds"]
+    figures, its ratios), memory, every ratio in one table, the run(s) and the settings.
+    ``html``: for the docs site (spreads on a line of their own). A merged document
+    (``merge``) names the run of each scenario's figures in its section and lists every
+    run at the end."""
+    all_runs = runs(data)
+    merged = len(all_runs) > 1
     lines = [
         "# Benchmarks",
         "",
@@ -433,17 +601,21 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
         "for ↓ metrics (latency, fetches, bytes, memory). A ratio marked *within noise* "
         "has overlapping spreads: the machine's noise does not resolve the difference.",
         "",
-        f"Measured at commit `{m.get('git_commit')}` on {m.get('date')}, profile "
-        f"**{prof['name']}** ({rounds} round(s)), on a {m.get('cores')}-core machine "
-        "shared by the broker and the clients: see [This run](#this-run). Reproduce with "
+        _measured_at(data) + " Reproduce with "
         "`make bench` (or `python -m benchmarks`; `--quick` for a short run); see "
         "`benchmarks/README.md`.",
     ]
-    if rounds < 2:
+    one_round = [run for run in all_runs if run["profile"]["rounds"] < 2]
+    if one_round:
+        which = (
+            f" ({_and([_short_title(data, f) for run in one_round for f in run['families']])})"
+            if merged
+            else ""
+        )
         lines += [
             "",
-            "> **One measured round**: the spread is unknown, so no ratio here can be told "
-            "apart from noise; on this shared 2-core machine treat anything within about "
+            f"> **One measured round**{which}: the spread is unknown, so no ratio here can be "
+            "told apart from noise; on this shared 2-core machine treat anything within about "
             "±20 % as unresolved. The full run (`make bench`) measures 5 rounds.",
         ]
     summary = takeaways(data)
@@ -454,19 +626,28 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
             "",
             "Per scenario, the ratios ours / peer over its cases (lowest-highest), and in how "
             "many cases ours is better or worse by more than the spread of the rounds (the "
-            "tables below have every figure):",
+            "tables below have every figure"
+            + ("; each scenario's from its own run, named in its section" if merged else "")
+            + "):",
             "",
             *summary,
         ]
     for fam in data["families"]:
+        view = family_view(data, fam)
         lines += ["", f"## {data['titles'][fam]}", ""]
+        if merged:
+            lines += [
+                f"*Figures of the {_run_label(run_of(data, fam))} (the other scenarios: "
+                "[The runs](#the-runs)).*",
+                "",
+            ]
         if data.get("plots", {}).get(fam):
             lines += [f"![{data['titles'][fam]}]({image_prefix}{fam}.png)", ""]
         lines += [data["about"][fam], ""]
         cases = [c for c in data["cases"] if c["family"] == fam]
         if cases:
-            lines += _case_rows(data, cases, True, with_ratios=False, html=html)
-            lines += ["", *_case_rows(data, cases, False)]
+            lines += _case_rows(view, cases, True, with_ratios=False, html=html)
+            lines += ["", *_case_rows(view, cases, False)]
             notes = _notes(cases)
             if notes:
                 lines += ["", *notes]
@@ -491,7 +672,12 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
             "Peak resident set size of the process that ran each client (`ru_maxrss`): the "
             "Python interpreter with the client loaded, or the JVM of the Java tool "
             f"(`{settings.JAVA_HEAP}`, as Kafka's scripts give the tools), median over the "
-            "scenario's runs.",
+            "scenario's runs"
+            + (
+                ", each scenario's from its own run (n/a: the client was not in that run)."
+                if merged
+                else "."
+            ),
             "",
         ]
         if data.get("plots", {}).get("rss"):
@@ -499,24 +685,34 @@ def markdown(data: dict[str, Any], image_prefix: str, html: bool = False) -> str
         lines += _rss_rows(data, ratios=False)[1:]
         lines += ["", *_rss_rows(data, values=False)[1:]]
     lines += ["", "## All ratios", ""]
+    if merged:
+        lines += [
+            "Each row's ratios compare clients of the same run (n/a: the peer was not in the "
+            "run of that row's scenario, or has no such case).",
+            "",
+        ]
     lines += _case_rows(data, data["cases"], with_values=False)
-    lines += [
-        "",
-        "## This run",
-        "",
-        f"* profile **{prof['name']}**: {rounds} measured round(s) after "
-        f"{prof['warmup_rounds']} warm-up round(s); wall time {data['wall_seconds']:.0f} s",
-        f"* machine: {m.get('cores')} cores ({m.get('cpu')}), {m.get('memory_gb')} GB, "
-        f"{m.get('platform')}; load average {m.get('load_average_start')} at the start, "
-        f"{m.get('load_average_end')} at the end",
-        f"* broker: {m.get('broker')}, on the same machine",
-        f"* Python {m.get('python')}; {m.get('java')}",
-        f"* aiostream_kafka {m.get('aiostream_kafka')} ({m.get('git_commit')}), aiokafka "
-        f"{m.get('aiokafka')}, confluent-kafka {m.get('confluent_kafka')} (librdkafka "
-        f"{m.get('librdkafka')}), Java kafka-clients {m.get('kafka_tools', '?')}",
-        f"* date: {m.get('date')}",
-    ]
-    lines += ["", "## Client settings", "", _settings_text(data, peers)]
+    if merged:
+        lines += [
+            "",
+            "## The runs",
+            "",
+            "Each scenario's figures come from one run; a run published with `--publish` "
+            "replaces the figures of the scenarios it ran and keeps the others "
+            "(`benchmarks/README.md`).",
+        ]
+        for run in all_runs:
+            m = run["machine"]
+            lines += [
+                "",
+                f"### Run of {m.get('date')} (`{m.get('git_commit')}`)",
+                "",
+                f"* scenarios: {_and([_short_title(data, f) for f in run['families']])}",
+                *_run_lines(run),
+            ]
+    else:
+        lines += ["", "## This run", "", *_run_lines(data)]
+    lines += ["", "## Client settings", "", _settings_text(data, _peers(data))]
     return "\n".join(lines) + "\n"
 
 
@@ -608,7 +804,9 @@ def _settings_text(data: dict[str, Any], peers: list[str]) -> str:
 # -- plots ----------------------------------------------------------------------------------
 
 
-def plot(data: dict[str, Any], out: Path) -> dict[str, str]:
+def plot(data: dict[str, Any], out: Path, families: list[str] | None = None) -> dict[str, str]:
+    """Draw each family's plot (only those of ``families`` when given) and the peak-RSS
+    plot into ``out``; returns {family or "rss": file name}."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -616,10 +814,11 @@ def plot(data: dict[str, Any], out: Path) -> dict[str, str]:
 
     made: dict[str, str] = {}
     clients = data["clients"]
-    for fam in data["families"]:
+    for fam in data["families"] if families is None else families:
         cases = [c for c in data["cases"] if c["family"] == fam]
         if not cases:
             continue
+        fam_clients = family_view(data, fam)["clients"]
         keys = {m["key"] for m in cases[0]["metrics"]}
         skip = {"mb_per_s"} | ({"records_per_s"} if "records" in keys else set())
         metrics = [m for m in cases[0]["metrics"] if m["key"] not in skip]
@@ -631,7 +830,7 @@ def plot(data: dict[str, Any], out: Path) -> dict[str, str]:
             figsize=(min(10, max(6, 3.2 * len(metrics) + 0.6 * len(cases))), 4.4),
             squeeze=False,
         )
-        shown = [c for c in clients if any(c in case["summary"] for case in cases)]
+        shown = [c for c in fam_clients if any(c in case["summary"] for case in cases)]
         width = 0.8 / len(shown)
         for ax, metric in zip(axes[0], metrics, strict=False):
             values = [
@@ -717,22 +916,31 @@ def write(data: dict[str, Any], out: Path, plots: bool = True) -> list[Path]:
     return [json_path, md_path, *(out / name for name in data["plots"].values())]
 
 
-def publish(data: dict[str, Any], out: Path, docs: Path) -> list[Path]:
-    """Copy the plots into the docs, keep the JSON beside them (the page can be written
-    again from it: ``republish``), and write ``docs/benchmarks.md``."""
+def publish(data: dict[str, Any], docs: Path, plots: bool = True) -> list[Path]:
+    """Publish a run's document into the docs: merged (``merge``) into the published
+    ``docs/img/bench/results.json`` (the run's families replace theirs, every other family
+    stays with the run it came from; the document is the run's own when it has them all),
+    the run's families' plots and the peak-RSS plot drawn again from it into
+    ``docs/img/bench/`` (``plots``), then ``docs/benchmarks.md`` written from it
+    (``republish``). Returns the paths written."""
     img = docs / "img" / "bench"
     img.mkdir(parents=True, exist_ok=True)
+    published = img / "results.json"
+    fresh = {**data, "plots": {}}  # this run's plots are drawn again below, from the merge
+    merged = merge(json.loads(published.read_text()), fresh) if published.exists() else fresh
     written = []
-    for name in data.get("plots", {}).values():
-        shutil.copyfile(out / name, img / name)
-        written.append(img / name)
-    (img / "results.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
-    return [republish(docs, plots=False), img / "results.json", *written]
+    if plots:
+        drawn = plot(merged, img, families=list(data["families"]))
+        every = {**merged["plots"], **drawn}
+        merged["plots"] = {k: every[k] for k in [*merged["families"], "rss"] if k in every}
+        written = [img / name for name in drawn.values()]
+    published.write_text(json.dumps(merged, indent=1, default=str) + "\n")
+    return [republish(docs, plots=False), published, *written]
 
 
 #: Hand-written sections appended to the docs page, one Markdown file each (sorted by
-#: name): figures of an opt-in scenario measured on their own (``--publish`` writes the
-#: whole page from one run, which would drop the default scenarios' figures).
+#: name): figures of an opt-in scenario measured on their own, published to a JSON of its
+#: own (``publish_opt_in``) and shown where the section asks for them.
 SECTIONS = Path(__file__).resolve().parent / "sections"
 
 

@@ -321,3 +321,142 @@ def test_otel_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> Non
     markdown = (out / "results.md").read_text()
     assert "| operation | no SDK / off | SDK / off |" in markdown
     assert "µs per record, SDK" in markdown and "| enqueue() |" in markdown
+
+
+def _bench_doc(
+    commit: str, date: str, rounds: int, clients: list[str], rates: dict[str, dict[str, float]]
+) -> dict:
+    """A small results document as ``report.build_json`` writes one: per family, one case
+    with a records/s median per client (``rates``: family -> client -> rate)."""
+    metric = {"key": "records_per_s", "label": "records/s", "higher_is_better": True}
+    metric["fmt"] = "{:,.0f}"
+
+    def case(fam: str, per_client: dict[str, float]) -> dict:
+        summary = {
+            c: {"records_per_s": {"median": v, "min": v * 0.99, "max": v * 1.01, "n": rounds}}
+            for c, v in per_client.items()
+        }
+        return {
+            "family": fam,
+            "case": f"{fam} case",
+            "scenario": fam,
+            "spec": {},
+            "metrics": [metric],
+            "samples": {c: {"records_per_s": [v] * rounds} for c, v in per_client.items()},
+            "summary": summary,
+            "unsupported": {},
+            "errors": {},
+            "configs": {c: {"commit": commit} for c in per_client},
+            "runs": {c: [] for c in per_client},
+        }
+
+    families = list(rates)
+    return {
+        "machine": {"git_commit": commit, "date": date, "cores": 2},
+        "profile": {"name": "full", "rounds": rounds, "warmup_rounds": 1},
+        "clients": clients,
+        "families": families,
+        "settings": {"commit": commit},
+        "about": {f: f"about {f} at {commit}" for f in families},
+        "titles": {"produce": "Produce throughput", "consume": "Consume throughput"},
+        "cases": [case(f, per) for f, per in rates.items()],
+        "peak_rss_mb": {
+            "median": {f: {c: 50.0 for c in per} for f, per in rates.items()},
+            "samples": {f: {c: [50.0] for c in per} for f, per in rates.items()},
+        },
+        "standalone": {},
+        "wall_seconds": 100.0,
+        "plots": {},
+    }
+
+
+def test_publish_merges_a_run_of_some_scenarios_into_the_published_page(
+    tmp_path: Path,
+) -> None:
+    """A run of one family published over a page of two (issue 32): the run's family is
+    replaced (cases, medians, peak RSS, about, its run's clients and settings), the other
+    kept as it was, and the page names the run of each section, recomputes the summary at
+    the top from the merged cases, and lists both runs. A run of every family replaces the
+    page; a run's own document renders as before (one "This run")."""
+    from benchmarks import report
+
+    old = _bench_doc(
+        "aaaaaaa",
+        "2026-11-25",
+        5,
+        ["ours", "aiokafka"],
+        {
+            "produce": {"ours": 100.0, "aiokafka": 50.0},
+            "consume": {"ours": 300.0, "aiokafka": 100.0},
+        },
+    )
+    fresh = _bench_doc(
+        "bbbbbbb",
+        "2026-11-27",
+        3,
+        ["ours", "confluent"],
+        {"produce": {"ours": 80.0, "confluent": 40.0}},
+    )
+    merged = report.merge(old, fresh)
+    assert merged["families"] == ["produce", "consume"]
+    assert [c["family"] for c in merged["cases"]] == ["produce", "consume"]
+    assert merged["cases"][0] == fresh["cases"][0]
+    assert merged["cases"][1] == old["cases"][1]
+    assert merged["about"] == {
+        "produce": "about produce at bbbbbbb",
+        "consume": "about consume at aaaaaaa",
+    }
+    assert merged["peak_rss_mb"]["median"] == {
+        "produce": {"ours": 50.0, "confluent": 50.0},
+        "consume": {"ours": 50.0, "aiokafka": 50.0},
+    }
+    assert merged["clients"] == ["ours", "aiokafka", "confluent"]
+    assert [(r["families"], r["machine"]["git_commit"]) for r in merged["runs"]] == [
+        (["produce"], "bbbbbbb"),
+        (["consume"], "aaaaaaa"),
+    ]
+    assert report.family_view(merged, "produce")["clients"] == ["ours", "confluent"]
+    assert report.family_view(merged, "consume")["settings"] == {"commit": "aaaaaaa"}
+
+    page = report.markdown(merged, "img/bench/", html=True)
+    top = page[: page.index("## Produce throughput")]
+    produce = page[page.index("## Produce throughput") : page.index("## Consume throughput")]
+    consume = page[page.index("## Consume throughput") : page.index("## Peak memory")]
+    assert "run of 2026-11-25" in top and "run of 2026-11-27" in top
+    # the summary is the merged data's: produce against confluent-kafka (2.00x), consume
+    # against aiokafka (3.00x); the produce run had no aiokafka
+    assert "* **Produce throughput**, records/s ↑: confluent-kafka 2.00x (better)." in top
+    assert "* **Consume throughput**, records/s ↑: aiokafka 3.00x (better)." in top
+    assert "run of 2026-11-27 at commit `bbbbbbb`" in produce and "3 measured round" in produce
+    assert "aiostream_kafka | confluent-kafka |" in produce and "aiokafka" not in produce
+    assert "run of 2026-11-25 at commit `aaaaaaa`" in consume and "5 measured round" in consume
+    assert "## The runs" in page and "## This run" not in page
+    assert (
+        "### Run of 2026-11-27 (`bbbbbbb`)" in page and "### Run of 2026-11-25 (`aaaaaaa`)" in page
+    )
+
+    # merging again keeps each family's run; a run of every family is the page itself
+    again = _bench_doc(
+        "ccccccc", "2026-11-28", 2, ["ours", "java"], {"consume": {"ours": 90.0, "java": 30.0}}
+    )
+    twice = report.merge(merged, again)
+    assert [(r["families"], r["machine"]["git_commit"]) for r in twice["runs"]] == [
+        (["consume"], "ccccccc"),
+        (["produce"], "bbbbbbb"),
+    ]
+    assert twice["cases"][0] == fresh["cases"][0]
+    whole = _bench_doc(
+        "ddddddd", "2026-11-29", 5, ["ours"], {"produce": {"ours": 1.0}, "consume": {"ours": 2.0}}
+    )
+    assert report.merge(twice, whole) is whole
+    single = report.markdown(old, "")
+    assert "## This run" in single and "*Figures of the run" not in single
+
+    # publish: the published JSON becomes the merge, the page is written from it
+    docs = tmp_path / "docs"
+    (docs / "img" / "bench").mkdir(parents=True)
+    (docs / "img" / "bench" / "results.json").write_text(json.dumps(old))
+    report.publish(fresh, docs, plots=False)
+    published = json.loads((docs / "img" / "bench" / "results.json").read_text())
+    assert published == merged
+    assert (docs / "benchmarks.md").read_text(encoding="utf-8") == report.docs_page(merged)
