@@ -11,6 +11,7 @@ import struct
 import uuid
 from typing import Any
 
+import pytest
 from helpers import eventually
 
 from aiostream_kafka import AcknowledgeType, Producer, ShareConsumer, ShareRecord
@@ -443,5 +444,35 @@ async def test_a_share_group_s_id_is_refused_to_consumer_and_classic_groups() ->
             assert group not in cluster.state.share_groups.groups
             beat_after = await wire.send(consumer_heartbeat(), 1)
             assert beat_after.error_code == errors.NONE and beat_after.member_epoch >= 1
+        finally:
+            writer.close()
+
+
+async def test_control_expire_member_removes_a_share_member_and_releases_its_records() -> None:
+    """``control.expire_member`` serves share groups too: the member is gone as after a
+    session timeout and the records it held are AVAILABLE again (delivery count 1)."""
+    async with FakeCluster() as cluster:
+        topic = cluster.create_topic(_name("t"))
+        bs = cluster.bootstrap_servers
+        group = await _group(bs)
+        await _produce(bs, topic, 2)
+        topic_id = cluster.state.topics[topic].topic_id
+        host, port = bs.split(",")[0].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        wire = _Wire(reader, writer)
+        member = str(uuid.uuid4())
+        try:
+            beat = ShareGroupHeartbeatRequest(
+                group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=[topic]
+            )
+            assert (await wire.send(beat, 1)).error_code == errors.NONE
+            held = await wire.send(_fetch(group, member, 0, topic_id), 2)
+            assert held.responses[0].partitions[0].acquired_records[0].last_offset == 1
+            assert await _states(cluster, group, topic_id) == ["ACQUIRED"] * 2
+            cluster.control.expire_member(group, member)
+            assert member not in cluster.state.share_groups.groups[group].members
+            assert await _states(cluster, group, topic_id) == ["AVAILABLE"] * 2
+            with pytest.raises(KeyError):
+                cluster.control.expire_member(group, member)
         finally:
             writer.close()
