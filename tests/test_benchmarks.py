@@ -145,7 +145,6 @@ def test_produce_keyed_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Pat
     assert "ours / confluent-kafka" in markdown
 
 
-@pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 def test_share_scenario_smoke(kafka_cluster: KafkaCluster, tmp_path: Path) -> None:
     """The opt-in share scenario (issue 29) at the smoke profile: a throughput case and the
     slow member beside a fast one, for ours, confluent-kafka and Java, each member in its

@@ -148,7 +148,6 @@ async def test_demo_with_few_records(kafka_cluster: KafkaCluster) -> None:
     assert "duplicates: 0, out of order within a partition: 0, missing: 0" in out
 
 
-@pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 async def test_share_worker(kafka_cluster: KafkaCluster) -> None:
     bootstrap = kafka_cluster.bootstrap_servers
     out = await run_example(

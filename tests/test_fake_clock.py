@@ -1,7 +1,8 @@
 """FakeCluster under a ManualClock (issue 34, "deterministic time"): group sessions,
-the initial rebalance delay and transaction timeouts run out exactly when the test
-advances the cluster's clock, never on real time; the timestamps the fake stamps are the
-clock's. And aiokafka's transactions against the fake. No JVM: these run in the unit tier.
+the initial rebalance delay, transaction timeouts, and share groups' acquisition locks and
+member sessions run out exactly when the test advances the cluster's clock, never on real
+time; the timestamps the fake stamps are the clock's. And aiokafka's transactions against
+the fake. No JVM: these run in the unit tier.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from aiostream_kafka import (
     TransactionAbortableError,
     TransactionState,
 )
+from aiostream_kafka.admin import Admin
+from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
 from aiostream_kafka.protocol.headers import decode_response, encode_request
 from aiostream_kafka.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatRequest,
@@ -34,6 +37,15 @@ from aiostream_kafka.protocol.messages.describe_groups import (
 from aiostream_kafka.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from aiostream_kafka.protocol.messages.offset_commit import OffsetCommitRequest
+from aiostream_kafka.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from aiostream_kafka.protocol.messages.share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
+from aiostream_kafka.protocol.messages.share_group_heartbeat import (
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from aiostream_kafka.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from aiostream_kafka.protocol.records import iter_batches
 from aiostream_kafka.protocol.records.record_batch import ControlRecordType
@@ -343,6 +355,174 @@ async def test_a_silent_kip848_member_is_removed_exactly_when_the_clock_passes_i
             got = await _beat(live, group, live_id, epoch, owned=owned)
             assert got.member_epoch > epoch
             assert sum(len(t.partitions) for t in _owned(got)) == 2
+
+
+# -- share groups (KIP-932) -------------------------------------------------------------
+# The members are raw connections: they heartbeat, fetch and acknowledge only when the test
+# says so (our ShareConsumer heartbeats and renews on real time).
+
+
+async def _share_group(cluster: FakeCluster, **configs: str) -> str:
+    """A share group id with its group configs set (IncrementalAlterConfigs)."""
+    group = _name("share")
+    settings = {"share.auto.offset.reset": "earliest", **configs}
+    async with Admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        await admin.incremental_alter_configs(
+            {
+                ConfigResource(ConfigResourceType.GROUP, group): [
+                    AlterConfigOp(k, v) for k, v in settings.items()
+                ]
+            }
+        )
+    return group
+
+
+async def _produce(cluster: FakeCluster, topic: str, partition: int, count: int) -> None:
+    async with Producer(cluster.bootstrap_servers, linger_ms=0) as producer:
+        for i in range(count):
+            await producer.send(topic, b"%d" % i, partition=partition)
+
+
+async def _share_beat(
+    wire: _Wire, group: str, member_id: str, epoch: int, topic: str | None = None
+) -> ShareGroupHeartbeatResponse:
+    request = ShareGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=epoch,
+        subscribed_topic_names=[topic] if topic is not None else None,
+    )
+    response = await wire.request(request, 1)
+    assert isinstance(response, ShareGroupHeartbeatResponse)
+    assert response.error_code == NONE, response.error_message
+    return response
+
+
+def _assigned(response: ShareGroupHeartbeatResponse) -> list[int]:
+    assert response.assignment is not None
+    return sorted(p for t in response.assignment.topic_partitions for p in t.partitions)
+
+
+async def _share_fetch(
+    wire: _Wire, group: str, member_id: str, epoch: int, topic_id: uuid.UUID, partition: int
+) -> list[tuple[int, int, int]]:
+    """One ShareFetch of one partition (no wait): the acquired ``(first, last, count)``."""
+    request = ShareFetchRequest(
+        group_id=group,
+        member_id=member_id,
+        share_session_epoch=epoch,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        max_records=100,
+        batch_size=100,
+        topics=[
+            ShareFetchRequest.FetchTopic(
+                topic_id=topic_id,
+                partitions=[ShareFetchRequest.FetchPartition(partition_index=partition)],
+            )
+        ],
+    )
+    response = await wire.request(request, 2)
+    assert isinstance(response, ShareFetchResponse) and response.error_code == NONE
+    (part,) = response.responses[0].partitions
+    assert part.error_code == NONE, part.error_message
+    return [(a.first_offset, a.last_offset, a.delivery_count) for a in part.acquired_records]
+
+
+def _in_flight(
+    cluster: FakeCluster, group: str, topic_id: uuid.UUID, partition: int
+) -> dict[int, tuple[str, int]]:
+    """The share partition's records in flight: offset -> (state, delivery count)."""
+    sp = cluster.state.share_groups.partitions[group][(topic_id, partition)]
+    return {o: (r.state, r.delivery_count) for o, r in sorted(sp.inflight.items())}
+
+
+async def _share_describe(wire: _Wire, group: str) -> ShareGroupDescribeResponse.DescribedGroup:
+    response = await wire.request(ShareGroupDescribeRequest(group_ids=[group]), 1)
+    assert isinstance(response, ShareGroupDescribeResponse)
+    (described,) = response.groups
+    assert described.error_code == NONE, described.error_message
+    return described
+
+
+async def test_acquired_share_records_come_back_exactly_when_the_clock_passes_their_lock() -> None:
+    """A member acquires three records under a 1 s acquisition lock and neither
+    acknowledges nor renews them. Real time passing (longer than the lock) does not
+    release them; advancing the clock to just before the lock ends does not either; just
+    past it they are AVAILABLE again (delivery count 1) while the member is still in the
+    group, and its next fetch acquires them again, delivery count 2."""
+    clock = ManualClock(start_ms=START_MS)
+    async with FakeCluster(clock=clock) as cluster:
+        topic = cluster.create_topic(_name())
+        topic_id = cluster.state.topics[topic].topic_id
+        group = await _share_group(cluster, **{"share.record.lock.duration.ms": "1000"})
+        await _produce(cluster, topic, 0, 3)
+        member = str(uuid.uuid4())
+        async with _Wire(cluster) as wire:
+            joined = await _share_beat(wire, group, member, 0, topic)
+            assert _assigned(joined) == [0]
+            assert await _share_fetch(wire, group, member, 0, topic_id, 0) == [(0, 2, 1)]
+            acquired = {o: ("ACQUIRED", 1) for o in range(3)}
+            assert _in_flight(cluster, group, topic_id, 0) == acquired
+            await asyncio.sleep(1.2)  # longer than the lock, in real time
+            assert _in_flight(cluster, group, topic_id, 0) == acquired
+            assert cluster.advance_time(0.999) == 0
+            assert _in_flight(cluster, group, topic_id, 0) == acquired
+            assert cluster.advance_time(0.002) == 1  # the lock, not the session (45 s)
+            assert _in_flight(cluster, group, topic_id, 0) == {
+                o: ("AVAILABLE", 1) for o in range(3)
+            }
+            assert member in cluster.state.share_groups.groups[group].members
+            assert await _share_fetch(wire, group, member, 1, topic_id, 0) == [(0, 2, 2)]
+            assert _in_flight(cluster, group, topic_id, 0) == {o: ("ACQUIRED", 2) for o in range(3)}
+
+
+async def test_a_silent_share_member_is_removed_exactly_when_the_clock_passes_its_session() -> None:
+    """Two share members split two partitions; one acquires records (under a lock longer
+    than the session) and stops heartbeating. It stays for the whole
+    ``share.session.timeout.ms`` of the cluster's clock (45 s, Kafka's default) and is
+    removed just past it: ShareGroupDescribe then lists only the other member, its records
+    are AVAILABLE again before their lock ended, and the other member is given both
+    partitions."""
+    clock = ManualClock(start_ms=START_MS)
+    async with FakeCluster(clock=clock) as cluster:
+        topic = cluster.create_topic(_name(), partitions=2)
+        topic_id = cluster.state.topics[topic].topic_id
+        group = await _share_group(cluster, **{"share.record.lock.duration.ms": "60000"})
+        # The simple assignor deals partitions over the sorted member ids.
+        silent_id, live_id = sorted(str(uuid.uuid4()) for _ in range(2))
+        async with _Wire(cluster) as silent, _Wire(cluster) as live:
+            s = await _share_beat(silent, group, silent_id, 0, topic)
+            assert _assigned(s) == [0, 1]
+            got = await _share_beat(live, group, live_id, 0, topic)
+            assert _assigned(got) == [1]
+            s = await _share_beat(silent, group, silent_id, s.member_epoch)
+            assert _assigned(s) == [0]
+            await _produce(cluster, topic, 0, 2)
+            assert await _share_fetch(silent, group, silent_id, 0, topic_id, 0) == [(0, 1, 1)]
+            # From here the first member is silent; the other heartbeats at 30 s.
+            assert cluster.advance_time(30) == 0
+            got = await _share_beat(live, group, live_id, got.member_epoch)
+            assert cluster.advance_time(14.9) == 0
+            described = await _share_describe(live, group)
+            assert sorted(m.member_id for m in described.members) == [silent_id, live_id]
+            assert _in_flight(cluster, group, topic_id, 0) == {
+                0: ("ACQUIRED", 1),
+                1: ("ACQUIRED", 1),
+            }
+            epoch = described.group_epoch
+            assert cluster.advance_time(0.2) == 1  # the silent member's session
+            described = await _share_describe(live, group)
+            assert [m.member_id for m in described.members] == [live_id]
+            assert described.group_epoch > epoch and described.group_state == "Stable"
+            assert _in_flight(cluster, group, topic_id, 0) == {
+                0: ("AVAILABLE", 1),
+                1: ("AVAILABLE", 1),
+            }
+            got = await _share_beat(live, group, live_id, got.member_epoch)
+            assert _assigned(got) == [0, 1]
+            assert await _share_fetch(live, group, live_id, 0, topic_id, 0) == [(0, 1, 2)]
 
 
 # -- transactions ------------------------------------------------------------------------

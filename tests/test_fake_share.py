@@ -1,7 +1,7 @@
 """Share groups (KIP-932) in the FakeCluster (issue 34): our ShareConsumer against the
 fake (round trip, RELEASE, the lock timeout, REJECT, the delivery count limit, two
-members splitting partitions, read_committed) and the share session rules on the wire.
-No JVM: these run in the unit tier."""
+members splitting partitions, read_committed), the share session rules on the wire, and
+a share group's id refused to consumer and classic groups. No JVM: these run in the unit tier."""
 
 from __future__ import annotations
 
@@ -11,12 +11,22 @@ import struct
 import uuid
 from typing import Any
 
+import pytest
 from helpers import eventually
 
 from aiostream_kafka import AcknowledgeType, Producer, ShareConsumer, ShareRecord
 from aiostream_kafka.admin import Admin
 from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
 from aiostream_kafka.protocol.headers import decode_response, encode_request
+from aiostream_kafka.protocol.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from aiostream_kafka.protocol.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from aiostream_kafka.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from aiostream_kafka.protocol.messages.share_acknowledge import ShareAcknowledgeRequest
 from aiostream_kafka.protocol.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
 from aiostream_kafka.protocol.messages.share_group_heartbeat import (
@@ -370,3 +380,99 @@ async def test_an_unacknowledged_record_comes_back_after_the_lock_duration() -> 
             writer.close()
         assert (again.offset, again.delivery_count) == (0, 2)
         assert 0.9 <= waited < 5.0, waited
+
+
+async def test_a_share_group_s_id_is_refused_to_consumer_and_classic_groups() -> None:
+    """As Kafka 4's group coordinator (one group per id, no conversion from a share
+    group): while a share group holds the id, with members or empty, a KIP-848
+    ConsumerGroupHeartbeat is answered GROUP_ID_NOT_FOUND ("is not a consumer group"),
+    ConsumerGroupDescribe too, and a classic JoinGroup INCONSISTENT_GROUP_PROTOCOL with
+    no member id; neither makes a group of its own. Once the share group is deleted the
+    id is free for a consumer group."""
+    async with FakeCluster() as cluster:
+        topic = cluster.create_topic(_name("t"))
+        bs = cluster.bootstrap_servers
+        group = _name("share")
+        host, port = bs.split(",")[0].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        wire = _Wire(reader, writer)
+        member = str(uuid.uuid4())
+
+        def consumer_heartbeat() -> ConsumerGroupHeartbeatRequest:
+            return ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=str(uuid.uuid4()), member_epoch=0,
+                rebalance_timeout_ms=30_000, subscribed_topic_names=[topic],
+                topic_partitions=[],
+            )  # fmt: skip
+
+        async def refused() -> None:
+            beat = await wire.send(consumer_heartbeat(), 1)
+            assert isinstance(beat, ConsumerGroupHeartbeatResponse)
+            assert beat.error_code == errors.GROUP_ID_NOT_FOUND
+            assert beat.error_message == f"Group {group} is not a consumer group"
+            assert beat.member_id is None and beat.assignment is None
+            described = await wire.send(ConsumerGroupDescribeRequest(group_ids=[group]), 1)
+            assert isinstance(described, ConsumerGroupDescribeResponse)
+            assert described.groups[0].error_code == errors.GROUP_ID_NOT_FOUND
+            assert described.groups[0].error_message == f"Group {group} is not a consumer group"
+            join = JoinGroupRequest(
+                group_id=group, session_timeout_ms=30_000, rebalance_timeout_ms=30_000,
+                member_id="", protocol_type="consumer",
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+            )  # fmt: skip
+            joined = await wire.send(join, 9)
+            assert isinstance(joined, JoinGroupResponse)
+            assert (joined.error_code, joined.member_id) == (
+                errors.INCONSISTENT_GROUP_PROTOCOL,
+                "",
+            )
+            assert group not in cluster.state.consumer_groups.groups
+            assert group not in cluster.state.groups.groups
+
+        try:
+            beat = ShareGroupHeartbeatRequest(
+                group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=[topic]
+            )
+            assert (await wire.send(beat, 1)).error_code == errors.NONE
+            await refused()
+            left = ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1)
+            assert (await wire.send(left, 1)).error_code == errors.NONE
+            assert cluster.state.share_groups.groups[group].state == "Empty"
+            await refused()
+            async with Admin(bootstrap_servers=bs) as admin:
+                await admin.delete_consumer_groups([group])
+            assert group not in cluster.state.share_groups.groups
+            beat_after = await wire.send(consumer_heartbeat(), 1)
+            assert beat_after.error_code == errors.NONE and beat_after.member_epoch >= 1
+        finally:
+            writer.close()
+
+
+async def test_control_expire_member_removes_a_share_member_and_releases_its_records() -> None:
+    """``control.expire_member`` serves share groups too: the member is gone as after a
+    session timeout and the records it held are AVAILABLE again (delivery count 1)."""
+    async with FakeCluster() as cluster:
+        topic = cluster.create_topic(_name("t"))
+        bs = cluster.bootstrap_servers
+        group = await _group(bs)
+        await _produce(bs, topic, 2)
+        topic_id = cluster.state.topics[topic].topic_id
+        host, port = bs.split(",")[0].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        wire = _Wire(reader, writer)
+        member = str(uuid.uuid4())
+        try:
+            beat = ShareGroupHeartbeatRequest(
+                group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=[topic]
+            )
+            assert (await wire.send(beat, 1)).error_code == errors.NONE
+            held = await wire.send(_fetch(group, member, 0, topic_id), 2)
+            assert held.responses[0].partitions[0].acquired_records[0].last_offset == 1
+            assert await _states(cluster, group, topic_id) == ["ACQUIRED"] * 2
+            cluster.control.expire_member(group, member)
+            assert member not in cluster.state.share_groups.groups[group].members
+            assert await _states(cluster, group, topic_id) == ["AVAILABLE"] * 2
+            with pytest.raises(KeyError):
+                cluster.control.expire_member(group, member)
+        finally:
+            writer.close()

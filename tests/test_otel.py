@@ -352,7 +352,6 @@ async def test_enqueue_nowait_records_get_send_spans_and_keep_their_callbacks(
     assert otel.total("messaging.client.sent.messages") == 6
 
 
-@pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 async def test_a_share_consumer_s_loop_gets_receive_and_process_spans(
     kafka_cluster: KafkaCluster, new_topic: NewTopic, otel: Otel
 ) -> None:
@@ -383,7 +382,6 @@ async def test_a_share_consumer_s_loop_gets_receive_and_process_spans(
     assert otel.total("messaging.client.consumed.messages") >= 5
 
 
-@pytest.mark.real_broker(reason="share groups (KIP-932) are not served by the fake")
 async def test_a_share_consumer_s_acknowledgements_get_settle_spans(
     kafka_cluster: KafkaCluster, new_topic: NewTopic, otel: Otel
 ) -> None:

@@ -168,7 +168,8 @@ class Control:
         await self._cluster.start_broker(node_id)
 
     def expire_member(self, group_id: str, member_id: str) -> None:
-        """Remove a group member as if its session timed out (the group rebalances).
+        """Remove a group member (classic, KIP-848 or share group) as if its session timed
+        out: the group rebalances; a share member's acquired records become available.
 
         Raises ``KeyError`` for an unknown group or member.
         """
@@ -177,6 +178,8 @@ class Control:
             state = self._cluster.state
             if group_id in state.consumer_groups.groups:
                 state.consumer_groups.expire_member(group_id, member_id)
+            elif group_id in state.share_groups.groups:
+                state.share_groups.expire_member(group_id, member_id)
             else:
                 state.groups.expire_member(group_id, member_id)
 

@@ -39,6 +39,13 @@ async def consumer_group_heartbeat(
     ctx: RequestContext, request: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse:
     code = _coordinator_error(ctx, request.group_id)
+    if not code and request.group_id in ctx.state.share_groups.groups:
+        # Kafka 4's getOrMaybeCreateConsumerGroup: a share group (even empty) owns the id
+        # until it is deleted; the answer carries only the error.
+        return ConsumerGroupHeartbeatResponse(
+            error_code=errors.GROUP_ID_NOT_FOUND,
+            error_message=f"Group {request.group_id} is not a consumer group",
+        )
     if code:
         return ConsumerGroupHeartbeatResponse(
             error_code=code, member_id=request.member_id or None, member_epoch=-1
@@ -108,10 +115,13 @@ async def consumer_group_describe(
         code = errors.NOT_COORDINATOR if state.coordinator_for(group_id) != ctx.node_id else 0
         group = state.consumer_groups.groups.get(group_id)
         if code or group is None:
+            why = (
+                "is not a consumer group" if group_id in state.share_groups.groups else "not found."
+            )
             groups.append(
                 ConsumerGroupDescribeResponse.DescribedGroup(
                     error_code=code or errors.GROUP_ID_NOT_FOUND,
-                    error_message=None if code else f"Group {group_id} not found.",
+                    error_message=None if code else f"Group {group_id} {why}",
                     group_id=group_id,
                     group_state="Dead",
                 )

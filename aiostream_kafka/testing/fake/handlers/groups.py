@@ -53,6 +53,12 @@ async def join_group(ctx: RequestContext, request: JoinGroupRequest) -> JoinGrou
     consumer_group = ctx.state.consumer_groups.groups.get(request.group_id)
     if not code and consumer_group is not None and consumer_group.members:
         code = errors.INCONSISTENT_GROUP_PROTOCOL  # a KIP-848 group's id (no conversion)
+    if not code and request.group_id in ctx.state.share_groups.groups:
+        # Kafka 4's classicGroupJoin: a group of another type (a share group, even empty)
+        # answers with no member id.
+        return JoinGroupResponse(
+            error_code=errors.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1, member_id=""
+        )
     if code:
         return JoinGroupResponse(error_code=code, generation_id=-1, member_id=request.member_id)
     version = ctx.version
