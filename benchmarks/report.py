@@ -308,13 +308,15 @@ def _fmt(fmt: str, value: float) -> str:
 
 def cell(summary: dict[str, Any] | None, fmt: str, html: bool = False) -> str:
     """The median, and the spread (min-max) when there is one: in brackets, or (``html``,
-    for the docs site) on a line of its own, which keeps the table's columns narrow."""
+    for the docs site) on a line of its own, which keeps the table's columns narrow, and
+    which may wrap after its dash."""
     if not summary:
         return "n/a"
     text = _fmt(fmt, summary["median"])
     if summary["n"] > 1:
-        spread = f"{_fmt(fmt, summary['min'])}-{_fmt(fmt, summary['max'])}"
-        text += f"<br><small>{spread}</small>" if html else f" ({spread})"
+        low, high = _fmt(fmt, summary["min"]), _fmt(fmt, summary["max"])
+        # html: the spread may wrap after its dash (seven-digit spreads in six columns)
+        text += f"<br><small>{low}-<wbr>{high}</small>" if html else f" ({low}-{high})"
     return text
 
 
@@ -379,7 +381,11 @@ def _case_rows(
                 continue
             summ = {c: case["summary"].get(c, {}).get(metric["key"]) for c in clients}
             if html:
-                row = [f"{case['case']}<br><small>{_metric_label(metric)}</small>"]
+                name = case["case"]
+                base = case.get("variant_of")
+                if base and name.startswith(base + " "):  # the API on a line of its own
+                    name = f"{base}<br>{name[len(base) + 1 :]}"
+                row = [f"{name}<br><small>{_metric_label(metric)}</small>"]
             else:
                 row = [case["case"], _metric_label(metric)]
             if with_values:
