@@ -61,7 +61,8 @@ def _and(a: Assignment, b: Assignment) -> Assignment:
 
 @dataclass(slots=True)
 class HeartbeatResult:
-    """What a ConsumerGroupHeartbeat is answered with (``assignment`` None: unchanged)."""
+    """What a ConsumerGroupHeartbeat (or a share group's ShareGroupHeartbeat) is answered
+    with (``assignment`` None: unchanged)."""
 
     error_code: int
     member_id: str | None = None

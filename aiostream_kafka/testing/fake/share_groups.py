@@ -37,6 +37,7 @@ from uuid import UUID
 
 from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.clock import Timer
+from aiostream_kafka.testing.fake.consumer_groups import Assignment, HeartbeatResult
 
 if TYPE_CHECKING:
     from aiostream_kafka.testing.fake.log import PartitionLog, StoredBatch
@@ -70,7 +71,6 @@ GAP, ACCEPT, RELEASE, REJECT, RENEW = range(5)
 AVAILABLE, ACQUIRED = "AVAILABLE", "ACQUIRED"
 ASSIGNOR = "simple"
 
-Assignment = dict[UUID, set[int]]
 #: (node id, group id, member id)
 SessionKey = tuple[int, str, str]
 #: (topic id, partition)
@@ -131,18 +131,6 @@ def check_share_config(name: str, value: str) -> str | None:
 
 
 # -- the group ---------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class HeartbeatResult:
-    """What a ShareGroupHeartbeat is answered with (``assignment`` None: unchanged)."""
-
-    error_code: int
-    member_id: str | None = None
-    member_epoch: int = -1
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
-    error_message: str | None = None
 
 
 @dataclass(slots=True, eq=False)

@@ -7,6 +7,7 @@ are read, routed (a broker that is not the group's coordinator answers
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
 from uuid import UUID
 
 from aiostream_kafka.protocol.messages.consumer_group_describe import (
@@ -18,10 +19,12 @@ from aiostream_kafka.protocol.messages.consumer_group_heartbeat import (
     ConsumerGroupHeartbeatResponse,
 )
 from aiostream_kafka.testing.fake import errors
-from aiostream_kafka.testing.fake.consumer_groups import Assignment
+from aiostream_kafka.testing.fake.consumer_groups import Assignment, HeartbeatResult
 from aiostream_kafka.testing.fake.context import RequestContext
 from aiostream_kafka.testing.fake.handlers.registry import serve
 from aiostream_kafka.testing.fake.state import ClusterState
+
+R = TypeVar("R")
 
 
 def _coordinator_error(ctx: RequestContext, group_id: str) -> int:
@@ -70,17 +73,23 @@ async def consumer_group_heartbeat(
         client_host=ctx.client_host,
         generate_member_id=ctx.version == 0,
     )
+    return heartbeat_response(result, ConsumerGroupHeartbeatResponse)
+
+
+def heartbeat_response(result: HeartbeatResult, response_type: type[R]) -> R:
+    """The answer to a ConsumerGroupHeartbeat or a ShareGroupHeartbeat (``response_type``,
+    whose ``Assignment`` and ``TopicPartitions`` have the same fields in both): topics in
+    a stable order, partitions sorted."""
+    kind: Any = response_type
     assignment = None
     if result.assignment is not None:
-        assignment = ConsumerGroupHeartbeatResponse.Assignment(
+        assignment = kind.Assignment(
             topic_partitions=[
-                ConsumerGroupHeartbeatResponse.TopicPartitions(
-                    topic_id=topic_id, partitions=sorted(ps)
-                )
+                kind.TopicPartitions(topic_id=topic_id, partitions=sorted(ps))
                 for topic_id, ps in sorted(result.assignment.items(), key=lambda i: str(i[0]))
             ]
         )
-    return ConsumerGroupHeartbeatResponse(
+    response: R = kind(
         throttle_time_ms=0,
         error_code=result.error_code,
         error_message=result.error_message,
@@ -89,6 +98,7 @@ async def consumer_group_heartbeat(
         heartbeat_interval_ms=result.heartbeat_interval_ms,
         assignment=assignment,
     )
+    return response
 
 
 def _described(

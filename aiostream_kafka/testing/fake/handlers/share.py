@@ -51,6 +51,7 @@ from aiostream_kafka.protocol.messages.share_group_heartbeat import (
 )
 from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.context import RequestContext
+from aiostream_kafka.testing.fake.handlers.consumer_groups import heartbeat_response
 from aiostream_kafka.testing.fake.handlers.registry import serve
 from aiostream_kafka.testing.fake.log import StoredBatch
 from aiostream_kafka.testing.fake.share_groups import (
@@ -100,25 +101,7 @@ async def share_group_heartbeat(
         client_id=ctx.client_id,
         client_host=ctx.client_host,
     )
-    assignment = None
-    if result.assignment is not None:
-        assignment = ShareGroupHeartbeatResponse.Assignment(
-            topic_partitions=[
-                ShareGroupHeartbeatResponse.TopicPartitions(
-                    topic_id=topic_id, partitions=sorted(ps)
-                )
-                for topic_id, ps in sorted(result.assignment.items(), key=lambda i: str(i[0]))
-            ]
-        )
-    return ShareGroupHeartbeatResponse(
-        throttle_time_ms=0,
-        error_code=result.error_code,
-        error_message=result.error_message,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return heartbeat_response(result, ShareGroupHeartbeatResponse)
 
 
 @serve(ShareGroupDescribeRequest)
