@@ -29,6 +29,12 @@ def _appender(batch_size: int = 1_000, memory: int = 100_000, partitions: int = 
     loop = asyncio.get_running_loop()
     acc = Accumulator(batch_size, 60_000, BufferPool(memory), loop)
     slow: list[tuple[Any, ...]] = []
+
+    async def slow_enqueue(*args: Any) -> asyncio.Future[Any]:
+        slow.append(("enqueue", *args))
+        future: asyncio.Future[Any] = loop.create_future()
+        return future
+
     appender = Appender(
         acc,
         _cluster(partitions),
@@ -38,6 +44,7 @@ def _appender(batch_size: int = 1_000, memory: int = 100_000, partitions: int = 
         batch_size,
         loop,
         lambda *args: slow.append(args),
+        slow_enqueue,
     )
     appender.open = appender.fast = True
     return appender, acc, slow
@@ -102,6 +109,25 @@ async def test_enqueue_leaves_a_new_batch_to_the_producer_path() -> None:
     assert batch.futures[-1] is future
     batch.complete(100, -1)
     assert future.result().offset == 101 and future.result().partition == tp.partition
+
+
+async def test_the_enqueue_coroutine_takes_what_it_can_and_awaits_the_producer_path() -> None:
+    """``Appender.enqueue`` (the producer's ``enqueue`` when compiled) returns the record's
+    future when the record joins an open batch, and otherwise awaits the producer's own
+    path with the same arguments."""
+    appender, acc, slow = _appender()
+    tp = TopicPartition("t", partition_for_key(b"k", 4))
+    first = await appender.enqueue("t", b"v", b"k")  # no open batch: the producer's path
+    assert slow == [("enqueue", "t", b"v", b"k", None, None, None)]
+    assert isinstance(first, asyncio.Future) and acc.batches == {}
+    acc.append_new_nowait(tp, b"k", b"first", None, 1, Unwatched())
+    second = await appender.enqueue("t", b"second", key=b"k")
+    (batch,) = acc.batches[tp]
+    assert batch.futures[-1] is second and len(slow) == 1
+    await appender.enqueue("t", b"h", b"k", [("h", b"1")])  # headers: the producer's path
+    assert slow[-1] == ("enqueue", "t", b"h", b"k", [("h", b"1")], None, None)
+    batch.complete(7, -1)
+    assert second.result().offset == 8
 
 
 async def test_a_full_buffer_goes_to_the_producer_path() -> None:

@@ -30,18 +30,44 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from uuid import UUID
 
 from aiostream_kafka.testing.fake import errors
 from aiostream_kafka.testing.fake.clock import Timer
-from aiostream_kafka.testing.fake.consumer_groups import Assignment, HeartbeatResult
+from aiostream_kafka.testing.fake.consumer_groups import (
+    Assignment,
+    ConsumerGroupCoordinator,
+    HeartbeatResult,
+)
 
 if TYPE_CHECKING:
+    from aiostream_kafka.testing.fake.clock import Clock
     from aiostream_kafka.testing.fake.log import PartitionLog, StoredBatch
-    from aiostream_kafka.testing.fake.state import ClusterState
+
+
+class _Topic(Protocol):
+    @property
+    def topic_id(self) -> UUID: ...
+    @property
+    def partitions(self) -> Sized: ...
+    @property
+    def internal(self) -> bool: ...
+
+
+class ClusterState(Protocol):
+    """What the share coordinator uses of the cluster's state (``state.ClusterState``,
+    which owns it: an interface, not an import of it)."""
+
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def topics(self) -> Mapping[str, _Topic]: ...
+    @property
+    def consumer_groups(self) -> ConsumerGroupCoordinator: ...
+
 
 log = logging.getLogger(__name__)
 
