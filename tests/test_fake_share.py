@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from helpers import eventually
+from test_share_consumer import _group
+from test_share_faults import _none_within, _take
 
 from aiostream_kafka import AcknowledgeType, Producer, ShareConsumer, ShareRecord
 from aiostream_kafka.admin import Admin
-from aiostream_kafka.admin.types import AlterConfigOp, ConfigResource, ConfigResourceType
 from aiostream_kafka.protocol.headers import decode_response, encode_request
 from aiostream_kafka.protocol.messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
@@ -42,51 +43,10 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-async def _group(bs: str, **extra: str) -> str:
-    group = _name("share")
-    settings = {"share.auto.offset.reset": "earliest", "share.heartbeat.interval.ms": "200"}
-    settings.update(extra)
-    async with Admin(bootstrap_servers=bs) as admin:
-        await admin.incremental_alter_configs(
-            {
-                ConfigResource(ConfigResourceType.GROUP, group): [
-                    AlterConfigOp(k, v) for k, v in settings.items()
-                ]
-            }
-        )
-    return group
-
-
 async def _produce(bs: str, topic: str, count: int, partitions: int = 1) -> None:
     async with Producer(bootstrap_servers=bs, linger_ms=2) as producer:
         for i in range(count):
             await producer.send(topic, b"%d" % i, partition=i % partitions)
-
-
-async def _take(
-    sc: ShareConsumer, count: int, timeout_s: float = 15.0, *, accept: bool = False
-) -> list[ShareRecord]:
-    """The next ``count`` records (each accepted with ``accept``: a loop that breaks on a
-    record releases it in implicit mode)."""
-    got: list[ShareRecord] = []
-    async with asyncio.timeout(timeout_s):
-        async for record in sc:
-            got.append(record)
-            if accept:
-                sc.acknowledge(record)
-            if len(got) == count:
-                break
-    return got
-
-
-async def _nothing_within(sc: ShareConsumer, seconds: float) -> list[ShareRecord]:
-    got: list[ShareRecord] = []
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            async for record in sc:
-                got.append(record)
-                sc.acknowledge(record)
-    return got
 
 
 async def test_one_member_takes_every_record_once_and_the_lag_ends_at_zero() -> None:
@@ -97,7 +57,7 @@ async def test_one_member_takes_every_record_once_and_the_lag_ends_at_zero() -> 
         await _produce(bs, topic, 40, partitions=2)
         async with ShareConsumer(bootstrap_servers=bs, group_id=group) as sc:
             sc.subscribe([topic])
-            got = await _take(sc, 40, accept=True)
+            got = await _take(sc, 40, 15.0)
             await sc.commit()
             assert sorted((r.partition, r.offset) for r in got) == sorted(
                 (i % 2, i // 2) for i in range(40)
@@ -124,9 +84,9 @@ async def test_the_start_offset_is_latest_unless_the_group_says_earliest() -> No
         async with ShareConsumer(bootstrap_servers=bs, group_id=group) as sc:
             sc.subscribe([topic])
             await eventually(lambda: _fetches(sc), lambda n: n > 0)
-            assert await _nothing_within(sc, 0.5) == []
+            assert await _none_within(sc, 0.5) == []
             await _produce(bs, topic, 1)
-            (record,) = await _take(sc, 1)
+            (record,) = await _take(sc, 1, 15.0, accept=False)
             assert record.offset == 3  # written after the start: the only one delivered
             sc.acknowledge(record)
             await sc.commit()
@@ -161,7 +121,7 @@ async def test_release_redelivers_with_a_higher_count_and_reject_archives() -> N
                     if len(log) == 3:
                         break
             await sc.commit()
-            assert await _nothing_within(sc, 0.5) == []
+            assert await _none_within(sc, 0.5) == []
         assert sorted(log) == [(0, 1, "release"), (0, 2, "accept"), (1, 1, "reject")]
         sp = next(iter(cluster.state.share_groups.partitions[group].values()))
         assert (sp.start_offset, sp.inflight) == (2, {})
@@ -188,7 +148,7 @@ async def test_the_delivery_count_limit_archives_a_record_released_every_time() 
                     if len(counts) == 3:
                         break
             await sc.commit()
-            assert await _nothing_within(sc, 0.5) == []
+            assert await _none_within(sc, 0.5) == []
         assert sorted(counts) == [(0, 1), (0, 2), (1, 1)]
         sp = next(iter(cluster.state.share_groups.partitions[group].values()))
         assert sp.inflight == {} and sp.start_offset == 2  # offset 0 ARCHIVED
@@ -249,11 +209,11 @@ async def test_read_committed_share_groups_never_deliver_aborted_records() -> No
                 await producer.send(topic, b"committed")
         async with ShareConsumer(bootstrap_servers=bs, group_id=group) as sc:
             sc.subscribe([topic])
-            (record,) = await _take(sc, 1)
+            (record,) = await _take(sc, 1, 15.0, accept=False)
             assert record.value == b"committed"
             sc.acknowledge(record)
             await sc.commit()
-            assert await _nothing_within(sc, 0.5) == []
+            assert await _none_within(sc, 0.5) == []
 
 
 # -- the wire ------------------------------------------------------------------------------
@@ -373,7 +333,7 @@ async def test_an_unacknowledged_record_comes_back_after_the_lock_duration() -> 
             assert held.acquisition_lock_timeout_ms == 1000
             async with ShareConsumer(bootstrap_servers=bs, group_id=group) as other:
                 other.subscribe([topic])
-                (again,) = await _take(other, 1, accept=True)
+                (again,) = await _take(other, 1, 15.0)
                 waited = loop.time() - taken_at
                 await other.commit()
         finally:
